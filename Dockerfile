@@ -1,0 +1,13 @@
+# Image for docker-compose.yml (production path). Installs the CPU build of torch first so no
+# dependency pulls a CUDA build.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+RUN pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+COPY pyproject.toml README.md alembic.ini ./
+COPY livingrag ./livingrag
+COPY migrations ./migrations
+RUN pip install -e .
+RUN useradd --create-home livingrag
+USER livingrag
+EXPOSE 8000

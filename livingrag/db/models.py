@@ -1,0 +1,263 @@
+"""SQLAlchemy tables. The schema itself is created only by the alembic migrations in ``migrations/``.
+
+Every tenant-owned table carries ``tenant_id`` and is protected by row-level security keyed on the
+session setting ``livingrag.tenant_id`` (see :mod:`livingrag.db.tenancy`).
+
+Vector columns are declared without a dimension (``vector``) so one schema serves corpora that use
+different embedding models; each row records its ``embedding_dim`` where an index needs it, and the
+HNSW indexes are partial expression indexes on ``(column::vector(d))`` for each dimension in use.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Double,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _tenant_fk() -> Mapped[int]:
+    return mapped_column(BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False)
+
+
+def _tenant_col() -> Mapped[int]:
+    return mapped_column(BigInteger, nullable=False)
+
+
+def _corpus_col() -> Mapped[int]:
+    return mapped_column(BigInteger, nullable=False)
+
+
+def _in_corpus() -> ForeignKeyConstraint:
+    """(corpus_id, tenant_id) must name a corpus of the same tenant: rows cannot cross tenants."""
+    return ForeignKeyConstraint(["corpus_id", "tenant_id"], ["corpora.id", "corpora.tenant_id"], ondelete="CASCADE")
+
+
+def _now() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    api_key_hash: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    api_key_prefix: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = _now()
+
+
+class Corpus(Base):
+    __tablename__ = "corpora"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name", name="uq_corpora_tenant_name"),
+        UniqueConstraint("id", "tenant_id", name="uq_corpora_id_tenant"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_fk()
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding_model: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding_dim: Mapped[int] = mapped_column(Integer, nullable=False)
+    ner_model: Mapped[str] = mapped_column(Text, nullable=False)
+    extractor: Mapped[str] = mapped_column(Text, nullable=False, server_default="spacy")
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+
+class Passage(Base):
+    __tablename__ = "passages"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    external_id: Mapped[str | None] = mapped_column(Text)
+    doc_key: Mapped[str | None] = mapped_column(Text)
+    chunk_index: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    title: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    content_hash: Mapped[str] = mapped_column(Text, nullable=False)
+    length: Mapped[int] = mapped_column(Integer, nullable=False)
+    token_count: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+
+class Sentence(Base):
+    __tablename__ = "sentences"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    passage_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+
+
+class Entity(Base):
+    __tablename__ = "entities"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    normalized_name: Mapped[str] = mapped_column(Text, nullable=False)
+    surface_forms: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    label: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+
+
+class EntitySentence(Base):
+    __tablename__ = "entity_sentences"
+    __table_args__ = (_in_corpus(),)
+    entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
+    sentence_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("sentences.id", ondelete="CASCADE"), primary_key=True
+    )
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+
+
+class PassageEntity(Base):
+    __tablename__ = "passage_entities"
+    __table_args__ = (_in_corpus(),)
+    passage_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
+    entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    mentions: Mapped[int] = mapped_column(Integer, nullable=False)
+    weight: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class PassageLink(Base):
+    __tablename__ = "passage_links"
+    __table_args__ = (_in_corpus(),)
+    source_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
+    target_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    weight: Mapped[float] = mapped_column(Float, nullable=False, server_default="1.0")
+
+
+class Experience(Base):
+    __tablename__ = "experiences"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    query: Mapped[str] = mapped_column(Text, nullable=False)
+    query_embedding: Mapped[Any] = mapped_column(Vector(), nullable=False)
+    embedding_dim: Mapped[int] = mapped_column(Integer, nullable=False)
+    activation: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False)
+    summary: Mapped[str] = mapped_column(Text, nullable=False)
+    answer: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = _now()
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    confidence: Mapped[float] = mapped_column(Float, nullable=False)
+    grounding: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    source_passage_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
+    corpus_version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    fusion_uses: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    scaffold_uses: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    stale: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    stale_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class ExperienceEntity(Base):
+    __tablename__ = "experience_entities"
+    __table_args__ = (_in_corpus(),)
+    experience_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("experiences.id", ondelete="CASCADE"), primary_key=True
+    )
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    weight: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class WritebackLog(Base):
+    __tablename__ = "writeback_log"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    query_log_id: Mapped[int | None] = mapped_column(BigInteger)
+    experience_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("experiences.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = _now()
+    query: Mapped[str] = mapped_column(Text, nullable=False)
+    novelty: Mapped[float | None] = mapped_column(Float)
+    grounding: Mapped[float | None] = mapped_column(Float)
+    verifier: Mapped[str | None] = mapped_column(Text)
+    decision: Mapped[str] = mapped_column(Text, nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    timings: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+
+
+class QueryLog(Base):
+    __tablename__ = "query_log"
+    __table_args__ = (_in_corpus(),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    created_at: Mapped[datetime] = _now()
+    query: Mapped[str] = mapped_column(Text, nullable=False)
+    mode: Mapped[str] = mapped_column(Text, nullable=False)
+    answer: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    completion_tokens: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    cost_usd: Mapped[float] = mapped_column(Double, nullable=False, server_default="0")
+    latencies: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    fused_experience_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
+    scaffold_experience_id: Mapped[int | None] = mapped_column(BigInteger)
+    passage_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+TENANT_OWNED_TABLES: tuple[str, ...] = (
+    "corpora",
+    "passages",
+    "sentences",
+    "entities",
+    "entity_sentences",
+    "passage_entities",
+    "passage_links",
+    "experiences",
+    "experience_entities",
+    "writeback_log",
+    "query_log",
+)

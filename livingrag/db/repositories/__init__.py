@@ -1,0 +1,1 @@
+"""Repositories own the SQL. They take a session and never commit: callers own transactions."""

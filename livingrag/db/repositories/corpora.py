@@ -1,0 +1,94 @@
+"""Corpora: a tenant's named document collections and their version counter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from livingrag.db.repositories.tenants import validate_name
+from livingrag.errors import AlreadyExists, NotFound
+from livingrag.types import CorpusInfo
+
+_COLS = "id, tenant_id, name, embedding_model, embedding_dim, ner_model, extractor, version, settings, created_at"
+
+
+def _row(r: Any) -> CorpusInfo:
+    return CorpusInfo(*r)
+
+
+def create_corpus(
+    session: Session,
+    tenant_id: int,
+    name: str,
+    *,
+    embedding_model: str,
+    embedding_dim: int,
+    ner_model: str,
+    extractor: str = "spacy",
+    settings: dict[str, Any] | None = None,
+) -> CorpusInfo:
+    import json
+
+    name = validate_name(name, "corpus name")
+    try:
+        with session.begin_nested():
+            row = session.execute(
+                text(
+                    "INSERT INTO corpora (tenant_id, name, embedding_model, embedding_dim, ner_model, extractor,"
+                    " settings) VALUES (:t, :n, :em, :d, :ner, :ex, CAST(:s AS jsonb)) RETURNING " + _COLS
+                ),
+                {
+                    "t": tenant_id,
+                    "n": name,
+                    "em": embedding_model,
+                    "d": embedding_dim,
+                    "ner": ner_model,
+                    "ex": extractor,
+                    "s": json.dumps(settings or {}),
+                },
+            ).one()
+    except IntegrityError as exc:
+        raise AlreadyExists(f"a corpus named {name!r} already exists for this tenant") from exc
+    return _row(row)
+
+
+def get_corpus(session: Session, name_or_id: str | int) -> CorpusInfo:
+    """Look a corpus up by name or id among the rows this session may see (RLS)."""
+    if isinstance(name_or_id, int):
+        row = session.execute(text(f"SELECT {_COLS} FROM corpora WHERE id = :i"), {"i": name_or_id}).one_or_none()
+    else:
+        row = session.execute(text(f"SELECT {_COLS} FROM corpora WHERE name = :n"), {"n": name_or_id}).one_or_none()
+    if row is None:
+        raise NotFound(f"no corpus {name_or_id!r}")
+    return _row(row)
+
+
+def list_corpora(session: Session) -> list[CorpusInfo]:
+    return [_row(r) for r in session.execute(text(f"SELECT {_COLS} FROM corpora ORDER BY id")).all()]
+
+
+def bump_version(session: Session, corpus_id: int) -> int:
+    """Increment the corpus version (any graph change) and return the new value."""
+    v = session.execute(
+        text("UPDATE corpora SET version = version + 1, updated_at = now() WHERE id = :i RETURNING version"),
+        {"i": corpus_id},
+    ).scalar()
+    if v is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    return int(v)
+
+
+def current_version(session: Session, corpus_id: int) -> int:
+    v = session.execute(text("SELECT version FROM corpora WHERE id = :i"), {"i": corpus_id}).scalar()
+    if v is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    return int(v)
+
+
+def delete_corpus(session: Session, corpus_id: int) -> None:
+    res = session.execute(text("DELETE FROM corpora WHERE id = :i"), {"i": corpus_id})
+    if res.rowcount == 0:
+        raise NotFound(f"no corpus with id {corpus_id}")

@@ -1,0 +1,55 @@
+"""The project's exception tree. Driver errors are wrapped once, at the repository border."""
+
+from __future__ import annotations
+
+
+class LivingRAGError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(LivingRAGError):
+    """A setting is missing or invalid; the message names it."""
+
+
+class DatabaseError(LivingRAGError):
+    """The database could not be reached or refused an operation."""
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database server is down or unreachable (transient: retry later)."""
+
+
+class SchemaOutOfDate(DatabaseError):
+    """The database schema is older (or newer) than this code expects."""
+
+
+class NotFound(LivingRAGError):
+    """A named object (tenant, corpus, passage, experience) does not exist for this tenant."""
+
+
+class AlreadyExists(LivingRAGError):
+    """An object with that name already exists."""
+
+
+class InvalidInput(LivingRAGError):
+    """User input is malformed; the message names what was wrong and where."""
+
+
+class AuthenticationError(LivingRAGError):
+    """An API key is missing or unknown."""
+
+
+class ModelUnavailable(LivingRAGError):
+    """A model could not be loaded (not installed, no weights at that path)."""
+
+
+class LLMError(LivingRAGError):
+    """The language model call failed."""
+
+
+class LLMUnavailable(LLMError):
+    """The LLM server could not be reached or kept failing after retries."""
+
+
+class LLMTimeout(LLMError):
+    """The LLM did not answer within the configured timeout."""

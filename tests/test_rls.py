@@ -1,0 +1,202 @@
+"""Row-level security: a tenant's session can neither read, update nor delete another tenant's
+rows, even by id, and the application role cannot bypass RLS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, ProgrammingError
+
+from livingrag.db.engine import Database
+from livingrag.db.models import TENANT_OWNED_TABLES
+from livingrag.db.repositories import corpora, tenants
+
+pytestmark = pytest.mark.db
+
+
+def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, int]:
+    """One row in every tenant-owned table for ``tenant_id``; returns their ids."""
+    with db.tenant_session(tenant_id) as s:
+        c = corpora.create_corpus(s, tenant_id, f"c-{tag}", embedding_model="m", embedding_dim=3, ner_model="n")
+        p = s.execute(
+            text(
+                "INSERT INTO passages (tenant_id, corpus_id, title, text, content_hash, length) "
+                "VALUES (:t, :c, 'T', 'secret text ' || :tag, :tag, 10) RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id, "tag": tag},
+        ).scalar_one()
+        sent = s.execute(
+            text(
+                "INSERT INTO sentences (tenant_id, corpus_id, passage_id, position, text) "
+                "VALUES (:t, :c, :p, 0, 'secret') RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id, "p": p},
+        ).scalar_one()
+        e = s.execute(
+            text(
+                "INSERT INTO entities (tenant_id, corpus_id, name, normalized_name) VALUES (:t, :c, 'E', 'e') "
+                "RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id},
+        ).scalar_one()
+        s.execute(
+            text("INSERT INTO entity_sentences VALUES (:e, :s, :t, :c)"), {"e": e, "s": sent, "t": tenant_id, "c": c.id}
+        )
+        s.execute(
+            text("INSERT INTO passage_entities VALUES (:p, :e, :t, :c, 1, 1.0)"),
+            {"p": p, "e": e, "t": tenant_id, "c": c.id},
+        )
+        p2 = s.execute(
+            text(
+                "INSERT INTO passages (tenant_id, corpus_id, text, content_hash, length) "
+                "VALUES (:t, :c, 'x', :h, 1) RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id, "h": tag + "2"},
+        ).scalar_one()
+        s.execute(
+            text("INSERT INTO passage_links VALUES (:a, :b, :t, :c, 1.0)"), {"a": p, "b": p2, "t": tenant_id, "c": c.id}
+        )
+        x = s.execute(
+            text(
+                "INSERT INTO experiences (tenant_id, corpus_id, query, query_embedding, embedding_dim, activation, "
+                "summary, answer, confidence) VALUES (:t, :c, 'q', '[1,0,0]', 3, '{}', 's', 'a', 0.9) RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id},
+        ).scalar_one()
+        s.execute(
+            text("INSERT INTO experience_entities VALUES (:x, :e, :t, :c, 1.0)"),
+            {"x": x, "e": e, "t": tenant_id, "c": c.id},
+        )
+        w = s.execute(
+            text(
+                "INSERT INTO writeback_log (tenant_id, corpus_id, query, decision) VALUES (:t, :c, 'q', 'stored') "
+                "RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id},
+        ).scalar_one()
+        q = s.execute(
+            text(
+                "INSERT INTO query_log (tenant_id, corpus_id, query, mode) VALUES (:t, :c, 'q', 'living') RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id},
+        ).scalar_one()
+    return {"corpus": c.id, "passage": p, "sentence": sent, "entity": e, "experience": x, "writeback": w, "query": q}
+
+
+_ID_COLUMN = {
+    "corpora": ("id", "corpus"),
+    "passages": ("id", "passage"),
+    "sentences": ("id", "sentence"),
+    "entities": ("id", "entity"),
+    "entity_sentences": ("entity_id", "entity"),
+    "passage_entities": ("passage_id", "passage"),
+    "passage_links": ("source_id", "passage"),
+    "experiences": ("id", "experience"),
+    "experience_entities": ("experience_id", "experience"),
+    "writeback_log": ("id", "writeback"),
+    "query_log": ("id", "query"),
+}
+
+
+def test_every_tenant_owned_table_is_covered() -> None:
+    assert set(_ID_COLUMN) == set(TENANT_OWNED_TABLES)
+
+
+def test_tenant_cannot_read_update_or_delete_other_tenants_rows(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    a, _ = make_tenant("a")
+    b, _ = make_tenant("b")
+    ids_a = _seed(db, a, f"a{a}")
+    ids_b = _seed(db, b, f"b{b}")
+    for table, (col, key) in _ID_COLUMN.items():
+        with db.tenant_session(a) as s:
+            # A sees its own row ...
+            assert s.execute(text(f"SELECT count(*) FROM {table} WHERE {col} = :i"), {"i": ids_a[key]}).scalar() >= 1
+            # ... and nothing of B's, even by id, nor in an unfiltered scan.
+            assert s.execute(text(f"SELECT count(*) FROM {table} WHERE {col} = :i"), {"i": ids_b[key]}).scalar() == 0
+            assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": b}).scalar() == 0
+            upd = s.execute(text(f"UPDATE {table} SET tenant_id = tenant_id WHERE {col} = :i"), {"i": ids_b[key]})
+            assert upd.rowcount == 0
+            dele = s.execute(text(f"DELETE FROM {table} WHERE {col} = :i"), {"i": ids_b[key]})
+            assert dele.rowcount == 0
+    with db.tenant_session(b) as s:
+        for table, (col, key) in _ID_COLUMN.items():
+            assert s.execute(text(f"SELECT count(*) FROM {table} WHERE {col} = :i"), {"i": ids_b[key]}).scalar() >= 1
+    # the tenants table itself: A sees only itself
+    with db.tenant_session(a) as s:
+        assert s.execute(text("SELECT array_agg(id) FROM tenants")).scalar() == [a]
+
+
+def test_tenant_cannot_write_rows_for_another_tenant(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    a, _ = make_tenant("a")
+    b, _ = make_tenant("b")
+    ids_b = _seed(db, b, f"b{b}")
+    ids_a = _seed(db, a, f"a{a}")
+    # WITH CHECK: a row labelled with B's tenant id is refused.
+    with pytest.raises(ProgrammingError, match="row-level security"), db.tenant_session(a) as s:
+        s.execute(
+            text("INSERT INTO query_log (tenant_id, corpus_id, query, mode) VALUES (:t, :c, 'q', 'x')"),
+            {"t": b, "c": ids_b["corpus"]},
+        )
+    # Labelled with A's id but pointing into B's corpus: the composite foreign key refuses it.
+    with pytest.raises(DBAPIError, match="foreign key"), db.tenant_session(a) as s:
+        s.execute(
+            text("INSERT INTO query_log (tenant_id, corpus_id, query, mode) VALUES (:t, :c, 'q', 'x')"),
+            {"t": a, "c": ids_b["corpus"]},
+        )
+    # Moving one's own row to another tenant is refused too.
+    with pytest.raises(ProgrammingError, match="row-level security"), db.tenant_session(a) as s:
+        s.execute(text("UPDATE query_log SET tenant_id = :b WHERE id = :i"), {"b": b, "i": ids_a["query"]})
+
+
+def test_session_without_tenant_sees_nothing(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    a, _ = make_tenant("a")
+    _seed(db, a, f"a{a}")
+    with db.app_session() as s:
+        for table in ("tenants", *TENANT_OWNED_TABLES):
+            assert s.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0
+
+
+def test_application_role_cannot_bypass_rls(db: Database) -> None:
+    with db.app_engine.connect() as c:
+        user, su, bypass = c.execute(
+            text("SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        ).one()
+        assert user == db.settings.app_role
+        assert su is False and bypass is False
+        owners = set(
+            c.execute(text("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = current_schema()")).scalars()
+        )
+        assert user not in owners
+        # it cannot switch RLS off for itself ...
+        with pytest.raises(ProgrammingError):
+            c.execute(text("SET row_security = off; SELECT count(*) FROM experiences"))
+        c.rollback()
+        # ... nor disable it on a table
+        with pytest.raises(ProgrammingError):
+            c.execute(text("ALTER TABLE experiences DISABLE ROW LEVEL SECURITY"))
+        c.rollback()
+
+
+def test_api_key_lookup_from_application_role(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    a, key = make_tenant("a")
+    with db.app_session() as s:
+        assert tenants.tenant_for_key(s, key) == a
+        assert tenants.tenant_for_key(s, key + "x") is None
+        assert tenants.tenant_for_key(s, "not-a-key") is None
+    with db.owner_session() as s:
+        stored = s.execute(text("SELECT api_key_hash FROM tenants WHERE id = :i"), {"i": a}).scalar()
+    assert key not in stored and stored == tenants.hash_api_key(key)
+
+
+def test_tenant_delete_cascades(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    a, _ = make_tenant("a")
+    _seed(db, a, f"a{a}")
+    with db.owner_session() as s:
+        tenants.delete_tenant(s, a)
+    with db.owner_session() as s:
+        for table in TENANT_OWNED_TABLES:
+            assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": a}).scalar() == 0
