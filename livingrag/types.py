@@ -19,3 +19,58 @@ class CorpusInfo:
     version: int
     settings: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+
+
+Activation = dict[int, float]
+"""A sparse activation vector over a corpus's entity ids: {entity_id: weight}."""
+
+
+@dataclass(frozen=True)
+class SeedEntity:
+    """A question mention linked to its nearest graph entity (score = cosine)."""
+
+    mention: str
+    entity_id: int
+    name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class QueryEncoding:
+    """Everything computed from the question alone, before any experience is used.
+
+    ``base_activation`` is a_base of eq. 7/17: the seed entities with their linking scores.
+    """
+
+    question: str
+    embedding: Any  # np.ndarray (dim,), unit norm
+    mentions: tuple[str, ...]
+    seeds: tuple[SeedEntity, ...]
+    base_activation: Activation
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RetrievedPassage:
+    id: int
+    title: str
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """Ranked passages plus the activation vectors the experience store needs.
+
+    ``start_activation`` is what propagation started from (a_base, or a0 of eq. 8 when
+    experiences were fused); ``final_activation`` is the entity activation after semantic
+    bridging (a_final of eq. 5).
+    """
+
+    encoding: QueryEncoding
+    passages: tuple[RetrievedPassage, ...]
+    start_activation: Activation
+    final_activation: Activation
+    entity_tiers: dict[int, int]
+    dense_fallback: bool
+    timings: dict[str, float] = field(default_factory=dict)
