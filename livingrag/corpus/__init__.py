@@ -1,0 +1,1 @@
+"""Corpus ingest, entity extraction, embeddings and the graph stored in PostgreSQL."""

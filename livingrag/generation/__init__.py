@@ -1,0 +1,1 @@
+"""Answer generation: LLM providers with token accounting, and named, versioned prompts."""

@@ -1,0 +1,44 @@
+"""The LLM interface every provider implements, and what one call returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+Message = dict[str, str]
+"""A chat message: {"role": "system" | "user" | "assistant", "content": ...}."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One LLM call's text and its token usage (from the server, or counted with the model's tokenizer)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+    latency_s: float
+    finish_reason: str | None = None
+
+    def cost_usd(self, price_prompt_per_m: float, price_completion_per_m: float) -> float:
+        """cost = prompt_tokens * p_in / 1e6 + completion_tokens * p_out / 1e6."""
+        return (self.prompt_tokens * price_prompt_per_m + self.completion_tokens * price_completion_per_m) / 1e6
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat-completion model. Implementations are thread-safe and bound their own concurrency."""
+
+    name: str
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> Completion:
+        """Generate a reply; raises :class:`livingrag.errors.LLMError` subclasses on failure."""
+        ...

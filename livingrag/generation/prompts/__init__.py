@@ -1,0 +1,83 @@
+"""Named, versioned prompt templates. None is inlined in logic.
+
+Each template is a file ``<name>.v<version>.txt`` in this folder. A file may hold a system part
+and a user part separated by a line ``---user---``; placeholders are ``{name}`` (Python
+``str.format``; literal braces are doubled). ``get_prompt(name)`` returns the newest version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from string import Formatter
+
+from livingrag.errors import InvalidInput
+
+_DIR = Path(__file__).parent
+_FILE = re.compile(r"^(?P<name>[a-z0-9_]+)\.v(?P<version>\d+)\.txt$")
+_SPLIT = "---user---"
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: int
+    system: str | None
+    user: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}.v{self.version}"
+
+    @property
+    def fields(self) -> frozenset[str]:
+        parts = [self.user] + ([self.system] if self.system else [])
+        return frozenset(f for p in parts for _, f, _, _ in Formatter().parse(p) if f)
+
+    def render(self, **values: object) -> list[dict[str, str]]:
+        """Fill the placeholders and return chat messages; a missing or unknown value is an error."""
+        missing = self.fields - values.keys()
+        extra = values.keys() - self.fields
+        if missing or extra:
+            raise InvalidInput(f"prompt {self.id}: missing values {sorted(missing)}, unexpected values {sorted(extra)}")
+        msgs = []
+        if self.system:
+            msgs.append({"role": "system", "content": self.system.format(**values)})
+        msgs.append({"role": "user", "content": self.user.format(**values)})
+        return msgs
+
+
+@cache
+def _catalogue() -> dict[str, dict[int, PromptTemplate]]:
+    out: dict[str, dict[int, PromptTemplate]] = {}
+    for f in sorted(_DIR.glob("*.txt")):
+        m = _FILE.match(f.name)
+        if not m:
+            continue
+        raw = f.read_text(encoding="utf-8")
+        if _SPLIT in raw:
+            system, user = raw.split(_SPLIT, 1)
+            system_text: str | None = system.strip("\n")
+        else:
+            system_text, user = None, raw
+        t = PromptTemplate(m["name"], int(m["version"]), system_text, user.strip("\n"))
+        out.setdefault(t.name, {})[t.version] = t
+    return out
+
+
+def get_prompt(name: str, version: int | None = None) -> PromptTemplate:
+    """The template ``name`` at ``version`` (default: newest)."""
+    versions = _catalogue().get(name)
+    if not versions:
+        raise InvalidInput(f"no prompt named {name!r}; known: {', '.join(sorted(_catalogue()))}")
+    if version is None:
+        return versions[max(versions)]
+    if version not in versions:
+        raise InvalidInput(f"prompt {name!r} has no version {version}; known: {sorted(versions)}")
+    return versions[version]
+
+
+def list_prompts() -> list[PromptTemplate]:
+    return [t for versions in _catalogue().values() for t in versions.values()]
