@@ -248,3 +248,9 @@ def test_order_robustness() -> None:
     )
     assert r.llm_acc["linear"].mean is None  # no judge: unavailable in every order
     assert (r.graph_transfer.mean, r.graph_transfer.std) == (0.25, pytest.approx(0.5**0.5 / 2))
+
+
+def test_template_reuse_unmeasured_without_masked_questions() -> None:
+    o = reuse_opportunities([rec("linear", 0, seed_entity_ids=(1,)), rec("linear", 1, seed_entity_ids=(1,))])
+    assert (o.entity_reuse, o.template_reuse) == (0.5, None)
+    assert reuse_opportunities([]).queries == 0

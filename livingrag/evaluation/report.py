@@ -339,9 +339,12 @@ def render_markdown(results: dict[str, Any]) -> str:
             rows,
         )
     )
-    reasons = {a["llm_acc_reason"] for a in t["accuracy"] if a["llm_acc"] is None and a["llm_acc_reason"]}
-    if reasons:
-        add(f"\nLLM-Acc unavailable: {'; '.join(sorted(reasons))}.")
+    missing = [a for a in t["accuracy"] if a["llm_acc"] is None and a["llm_acc_reason"]]
+    if missing and len({a["llm_acc_reason"] for a in missing}) == 1 and len(missing) == len(t["accuracy"]):
+        add(f"\nLLM-Acc unavailable: {missing[0]['llm_acc_reason']}.")
+    else:
+        for a in missing:
+            add(f"\nLLM-Acc unavailable for {system_label(a['system'])}: {a['llm_acc_reason']}.")
     partial = [a for a in t["accuracy"] if a["llm_acc"] is not None and a["llm_judged"] < a["queries"]]
     for a in partial:
         add(
@@ -520,7 +523,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"\nCausal: each query is compared with earlier queries only. Graph-neighbourhood reuse: Jaccard ≥ "
         f"{cfg['jaccard_threshold']} on the top-{cfg['graph_top_k']} passages or on the context entities, on the fixed "
         f"LinearRAG run{'' if o['graph_reuse'] is not None else ' (not measured: this run has no LinearRAG system)'}. "
-        f"Template reuse: no shared seed entity and masked-question TF-IDF cosine ≥ {cfg['template_threshold']}."
+        f"Template reuse: no shared seed entity and masked-question TF-IDF cosine ≥ {cfg['template_threshold']}"
+        + (" (not measured: the records carry no masked questions)." if o["template_reuse"] is None else ".")
     )
 
     # Table 4

@@ -140,14 +140,15 @@ def _runs(records: Sequence[QueryRecord]) -> list[QueryRecord]:
 
 @dataclass(frozen=True)
 class ReuseOpportunities:
-    """Table 1 for one stream (fractions of all queries)."""
+    """Table 1 for one stream (fractions of all queries). None: not measurable from these records
+    (graph reuse without a fixed LinearRAG run; template reuse when no record has a masked question)."""
 
     queries: int
     entity_reuse: float
     graph_reuse: float | None
     graph_reuse_passages: float | None
     graph_reuse_entities: float | None
-    template_reuse: float
+    template_reuse: float | None
 
 
 def reuse_opportunities(
@@ -163,19 +164,20 @@ def reuse_opportunities(
     run = _runs(records)
     n = len(run)
     if n == 0:
-        return ReuseOpportunities(0, 0.0, None if not graph else 0.0, None, None, 0.0)
-    seeds = [r.seed_entity_ids for r in run]
-    shared = overlap_matrix(seeds)
+        return ReuseOpportunities(0, 0.0, None, None, None, None)
+    shared = overlap_matrix([r.seed_entity_ids for r in run])
     entity = _any_earlier(shared)
-    cos = cosine_matrix([r.masked_question for r in run])
-    template = _any_earlier((cos >= template_threshold) & ~shared)
+    template = None
+    if any(r.masked_question.strip() for r in run):
+        cos = cosine_matrix([r.masked_question for r in run])
+        template = float(_any_earlier((cos >= template_threshold) & ~shared).mean())
     g = gp = ge = None
     if graph:
         jp = jaccard_matrix([r.retrieved_keys[:top_k] for r in run]) >= jaccard_threshold
         je = jaccard_matrix([r.context_entity_ids for r in run]) >= jaccard_threshold
         gp, ge = float(_any_earlier(jp).mean()), float(_any_earlier(je).mean())
         g = float(_any_earlier(jp | je).mean())
-    return ReuseOpportunities(n, float(entity.mean()), g, gp, ge, float(template.mean()))
+    return ReuseOpportunities(n, float(entity.mean()), g, gp, ge, template)
 
 
 # --------------------------------------------------------------------------------------------------
