@@ -1,0 +1,1 @@
+"""Evaluation: benchmark loaders, metrics, per-query records, reuse analyses and the report."""

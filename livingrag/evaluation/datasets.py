@@ -1,0 +1,857 @@
+"""Benchmark loaders: every question/corpus format livingrag evaluates on, read into one typed structure.
+
+A :class:`Dataset` is a stream of :class:`Question` (id, text, gold answer + aliases, gold passages as
+corpus keys, question type, MuSiQue decomposition when present) over a corpus of :class:`Document`
+``{key, title, text}``. Gold passages are always given as corpus *keys*, never as titles, so recall is
+a set comparison against the keys of retrieved passages (:meth:`Dataset.passage_key` maps a retrieved
+passage back to its key).
+
+Formats (``load_dataset(name, data_dir)``; the names are the CLI's ``--dataset`` values):
+
+``2wikimultihopqa``
+    The shared layout (``gold_1000/questions_with_gold.json`` with ``gold_corpus_idx`` = 0-based
+    positions in ``hipporag_1000/2wikimultihopqa_corpus.json``), or HippoRAG's own layout
+    (``2wikimultihopqa.json`` with ``supporting_facts`` + ``2wikimultihopqa_corpus.json``).
+``musique``
+    Raw MuSiQue records (20 ``paragraphs`` with ``is_supporting``, ``question_decomposition``,
+    ``answer_aliases``): HippoRAG's ``musique*.json`` + ``musique*_corpus.json`` pair, or the official
+    ``musique*.jsonl`` alone (the corpus is then the de-duplicated paragraphs). Unanswerable records of
+    MuSiQue-Full are dropped (and counted in ``problems``).
+``hotpotqa``
+    Raw HotpotQA records (``context``, ``supporting_facts``): HippoRAG's ``hotpotqa*.json`` +
+    ``hotpotqa*_corpus.json`` (a list of ``{title, text}`` or an object ``title -> [sentences]``), or a
+    raw ``hotpot*.json`` alone (the corpus is then the de-duplicated context paragraphs).
+``linearrag``
+    LinearRAG's ``questions.json`` + ``chunks.json`` (strings ``"<n>:<text>"``); no gold passages.
+``wixqa``
+    Files exported from the Hugging Face dataset ``Wix/WixQA`` (JSON lines or a JSON list, one file per
+    config): ``wixqa_expertwritten*`` and ``wixqa_simulated*`` with ``question``, ``answer``,
+    ``article_ids``; ``wix_kb_corpus*`` with ``id``, ``contents`` and optionally ``title``/``url``. The
+    paper's stream is ExpertWritten + Simulated (400); Synthetic is left out unless asked for.
+``jsonl``
+    Generic: a questions file (``.jsonl``, one object a line: ``question``; ``answer`` or ``answers``;
+    optional ``id``, ``aliases``, ``type``, ``gold`` = corpus keys or ``gold_titles``) and a corpus file
+    (``.jsonl`` or ``.json``: ``text``; optional ``id``/``key`` and ``title``).
+
+Corpus keys are the document's position in its corpus file (``"0"``, ``"1"``, ...) unless the file
+gives ids (LinearRAG's ``<n>:`` prefix, WixQA article ids, a generic ``id``/``key``). Malformed files
+raise :class:`livingrag.errors.InvalidInput` naming the file and the record.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from livingrag.errors import InvalidInput
+
+DATASET_NAMES: tuple[str, ...] = ("2wikimultihopqa", "musique", "hotpotqa", "linearrag", "wixqa", "jsonl")
+"""The ``--dataset`` names the CLI accepts."""
+
+WIXQA_DEFAULT_SPLITS: tuple[str, ...] = ("expertwritten", "simulated")
+
+
+# --------------------------------------------------------------------------------------------------
+# Types
+
+
+@dataclass(frozen=True)
+class Document:
+    """One corpus passage (or article) as the benchmark ships it."""
+
+    key: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SubQuestion:
+    """One single-hop step of a MuSiQue decomposition; ``support_key`` is its supporting passage."""
+
+    id: str
+    question: str
+    answer: str
+    support_key: str | None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One stream item. ``gold_keys`` is empty when the format carries no (resolvable) gold passages."""
+
+    id: str
+    question: str
+    answer: str
+    aliases: tuple[str, ...] = ()
+    gold_keys: tuple[str, ...] = ()
+    type: str | None = None
+    decomposition: tuple[SubQuestion, ...] = ()
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The gold answer first, then its aliases, without duplicates or empty strings."""
+        out: list[str] = []
+        for a in (self.answer, *self.aliases):
+            if a and a not in out:
+                out.append(a)
+        return tuple(out)
+
+    @property
+    def has_gold(self) -> bool:
+        return bool(self.gold_keys)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A question stream over a corpus. ``problems`` lists non-fatal findings (e.g. unresolvable gold)."""
+
+    name: str
+    questions: tuple[Question, ...]
+    corpus: tuple[Document, ...]
+    sources: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def head(self, n: int | None) -> Dataset:
+        """The first ``n`` questions over the same corpus (``None``: all)."""
+        if n is None or n >= len(self.questions):
+            return self
+        if n < 0:
+            raise InvalidInput(f"limit must be >= 0, got {n}")
+        return replace(self, questions=self.questions[:n])
+
+    @cached_property
+    def _by_key(self) -> dict[str, Document]:
+        return {d.key: d for d in self.corpus}
+
+    @cached_property
+    def _by_title_text(self) -> dict[tuple[str, str], str]:
+        return {(d.title, _norm_ws(d.text)): d.key for d in reversed(self.corpus)}
+
+    @cached_property
+    def _by_text(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for d in self.corpus:
+            out.setdefault(_norm_ws(d.text), []).append(d.key)
+        return out
+
+    @cached_property
+    def _norm_texts(self) -> tuple[str, ...]:
+        return tuple(_norm_ws(d.text) for d in self.corpus)
+
+    def document(self, key: str) -> Document:
+        try:
+            return self._by_key[key]
+        except KeyError:
+            raise InvalidInput(f"dataset {self.name}: no document with key {key!r}") from None
+
+    def passage_key(self, title: str, text: str) -> str | None:
+        """The corpus key of a retrieved passage, or None.
+
+        Matches, in order: exact title + text (whitespace-normalised); text alone when it is unique;
+        a chunk of a longer document (its text is contained in exactly one document's text, title equal
+        when one is given). Indexers that keep each passage's source key should use that instead.
+        """
+        t = _norm_ws(text)
+        key = self._by_title_text.get((title, t))
+        if key is not None:
+            return key
+        keys = self._by_text.get(t)
+        if keys and len(keys) == 1:
+            return keys[0]
+        if not t:
+            return None
+        hits = [
+            d.key
+            for d, nt in zip(self.corpus, self._norm_texts, strict=True)
+            if t in nt and (not title or d.title == title)
+        ]
+        return hits[0] if len(hits) == 1 else None
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for reports: questions, documents, gold coverage, types, decompositions."""
+        golds = [q.gold_keys for q in self.questions]
+        with_gold = [g for g in golds if g]
+        return {
+            "name": self.name,
+            "questions": len(self.questions),
+            "documents": len(self.corpus),
+            "questions_with_gold": len(with_gold),
+            "gold_coverage": len(with_gold) / len(self.questions) if self.questions else 0.0,
+            "gold_passages_per_question": dict(sorted(Counter(len(g) for g in with_gold).items())),
+            "distinct_gold_passages": len({k for g in with_gold for k in g}),
+            "questions_with_aliases": sum(1 for q in self.questions if q.aliases),
+            "questions_with_decomposition": sum(1 for q in self.questions if q.decomposition),
+            "types": dict(Counter(q.type or "" for q in self.questions).most_common()),
+            "problems": len(self.problems),
+        }
+
+
+def stream_orders(n_questions: int, n_orders: int, seed: int) -> list[list[int]]:
+    """Stream orders for Table 18: order 0 is the dataset order, orders 1.. are seeded permutations."""
+    if n_orders < 1:
+        raise InvalidInput(f"--orders must be >= 1, got {n_orders}")
+    rng = random.Random(seed)
+    orders = [list(range(n_questions))]
+    for _ in range(n_orders - 1):
+        perm = list(range(n_questions))
+        rng.shuffle(perm)
+        orders.append(perm)
+    return orders
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    questions: str | Path | None = None,
+    corpus: str | Path | None = None,
+    limit: int | None = None,
+    wixqa_splits: Sequence[str] = WIXQA_DEFAULT_SPLITS,
+) -> Dataset:
+    """Load the dataset ``name`` (one of :data:`DATASET_NAMES`).
+
+    ``data_dir`` is a folder laid out like ``../shared/datasets/<name>`` (or any folder or subfolder
+    holding the files the format names); for ``jsonl`` and ``linearrag`` it may also be the questions
+    file itself. ``questions``/``corpus`` name the files explicitly and override discovery. ``limit``
+    keeps the first N questions (the corpus is kept whole).
+    """
+    if name not in DATASET_NAMES:
+        raise InvalidInput(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")
+    if data_dir is None and questions is None:
+        raise InvalidInput(f"dataset {name}: give --data-dir (a folder, or a file for {name})")
+    base = Path(data_dir) if data_dir is not None else None
+    if base is not None and not base.exists():
+        raise InvalidInput(f"dataset {name}: {base} does not exist")
+    qpath = Path(questions) if questions is not None else None
+    cpath = Path(corpus) if corpus is not None else None
+
+    if name == "2wikimultihopqa":
+        ds = _load_2wiki(base, qpath, cpath)
+    elif name == "musique":
+        ds = _load_hipporag_style(name, "musique", base, qpath, cpath, raw_globs=("musique*.jsonl", "musique*.json"))
+    elif name == "hotpotqa":
+        ds = _load_hipporag_style(name, "hotpotqa", base, qpath, cpath, raw_globs=("hotpot*.json",))
+    elif name == "linearrag":
+        ds = _load_linearrag(base, qpath, cpath)
+    elif name == "wixqa":
+        ds = load_wixqa(base, splits=wixqa_splits) if qpath is None else _wixqa_from_files([qpath], cpath)
+    else:
+        ds = _load_generic(base, qpath, cpath)
+    return ds.head(limit)
+
+
+# --------------------------------------------------------------------------------------------------
+# File reading with errors that name the file and the record
+
+
+def _norm_ws(s: str) -> str:
+    return " ".join(s.split())
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; errors name the file (and line/column for syntax errors)."""
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such file")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not raw.strip():
+        raise InvalidInput(f"{path}: empty file")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """Parse a JSON-lines file (blank lines skipped); errors name the file and line."""
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such file")
+    out = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InvalidInput(f"{path}: line {lineno}: not valid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not out:
+        raise InvalidInput(f"{path}: empty file")
+    return out
+
+
+def _read_records(path: Path) -> list[Any]:
+    """A JSON list or JSON lines, by content: ``.jsonl`` is always JSON lines."""
+    if path.suffix == ".jsonl":
+        return read_jsonl(path)
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InvalidInput(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    if not data:
+        raise InvalidInput(f"{path}: the list of records is empty")
+    return data
+
+
+class _Rec:
+    """Field access on one record with errors that say which file, which record, which field."""
+
+    def __init__(self, path: Path, index: int, rec: Any, label: str = "record") -> None:
+        if not isinstance(rec, dict):
+            raise InvalidInput(f"{path}: {label} {index}: expected an object, got {type(rec).__name__}")
+        self.path, self.index, self.rec = path, index, rec
+        rid = rec.get("id", rec.get("_id"))
+        self.where = f"{path}: {label} {index}" + (f" (id {rid})" if isinstance(rid, str | int) else "")
+
+    def error(self, msg: str) -> InvalidInput:
+        return InvalidInput(f"{self.where}: {msg}")
+
+    def has(self, name: str) -> bool:
+        return self.rec.get(name) is not None
+
+    def get_str(self, *names: str, required: bool = True, allow_empty: bool = False) -> str:
+        for name in names:
+            v = self.rec.get(name)
+            if v is None:
+                continue
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                v = str(v)
+            if not isinstance(v, str):
+                raise self.error(f"field {name!r} must be a string, got {type(v).__name__}")
+            if not v.strip() and not allow_empty:
+                if required:
+                    raise self.error(f"field {name!r} is empty")
+                return ""
+            return v
+        if required:
+            raise self.error(f"missing field {' or '.join(repr(n) for n in names)}")
+        return ""
+
+    def get_list(self, name: str, *, required: bool = True) -> list[Any]:
+        v = self.rec.get(name)
+        if v is None:
+            if required:
+                raise self.error(f"missing field {name!r}")
+            return []
+        if not isinstance(v, list):
+            raise self.error(f"field {name!r} must be a list, got {type(v).__name__}")
+        return v
+
+    def get_str_list(self, name: str, *, required: bool = False) -> list[str]:
+        out = []
+        for i, v in enumerate(self.get_list(name, required=required)):
+            if isinstance(v, int) and not isinstance(v, bool):
+                v = str(v)
+            if not isinstance(v, str):
+                raise self.error(f"field {name!r} item {i} must be a string, got {type(v).__name__}")
+            out.append(v)
+        return out
+
+    def qid(self) -> str:
+        return self.get_str("id", "_id", required=False) or str(self.index)
+
+
+def _type_of(r: _Rec) -> str | None:
+    t = r.rec.get("type", r.rec.get("question_type"))
+    return t if isinstance(t, str) and t else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Corpora
+
+
+def read_corpus(path: Path) -> tuple[Document, ...]:
+    """A corpus file: a JSON list of ``{title, text}``, an object ``title -> [sentences]`` (HippoRAG's
+    HotpotQA), a JSON list of strings (LinearRAG chunks ``"<n>:<text>"``), or JSON lines ``{id?, title?,
+    text}``. Keys: explicit ids when given, else positions."""
+    if path.suffix == ".jsonl":
+        return _corpus_from_records(path, read_jsonl(path))
+    data = read_json(path)
+    if isinstance(data, dict):
+        docs = []
+        for i, (title, sents) in enumerate(data.items()):
+            if isinstance(sents, str):
+                text = sents
+            elif isinstance(sents, list) and all(isinstance(s, str) for s in sents):
+                text = "".join(sents)
+            else:
+                raise InvalidInput(f"{path}: entry {i} (title {title!r}): expected a list of sentence strings")
+            docs.append(Document(str(i), title, text))
+        if not docs:
+            raise InvalidInput(f"{path}: the corpus is empty")
+        return tuple(docs)
+    if not isinstance(data, list):
+        raise InvalidInput(f"{path}: expected a JSON list of passages, got {type(data).__name__}")
+    if not data:
+        raise InvalidInput(f"{path}: the corpus is empty")
+    if all(isinstance(x, str) for x in data):
+        return _linearrag_chunks(path, data)
+    return _corpus_from_records(path, data)
+
+
+def _corpus_from_records(path: Path, data: list[Any]) -> tuple[Document, ...]:
+    docs = []
+    seen: set[str] = set()
+    for i, rec in enumerate(data):
+        r = _Rec(path, i, rec, "passage")
+        text = r.get_str("text", "contents", "paragraph_text")
+        key = r.get_str("key", "id", "_id", required=False) or str(i)
+        if key in seen:
+            raise r.error(f"duplicate key {key!r}")
+        seen.add(key)
+        docs.append(Document(key, r.get_str("title", required=False, allow_empty=True), text))
+    return tuple(docs)
+
+
+_CHUNK = re.compile(r"^(\d+):(.*)$", re.S)
+
+
+def _linearrag_chunks(path: Path, data: list[str]) -> tuple[Document, ...]:
+    docs = []
+    seen: set[str] = set()
+    for i, s in enumerate(data):
+        m = _CHUNK.match(s)
+        key, text = (m[1], m[2]) if m else (str(i), s)
+        if not text.strip():
+            raise InvalidInput(f"{path}: chunk {i}: empty text")
+        if key in seen:
+            raise InvalidInput(f"{path}: chunk {i}: duplicate chunk number {key}")
+        seen.add(key)
+        docs.append(Document(key, "", text))
+    return tuple(docs)
+
+
+class _CorpusIndex:
+    """Lookups from (title, text) and title to corpus keys; ``add`` grows a corpus built from the
+    paragraphs inside question records (de-duplicated on title + whitespace-normalised text)."""
+
+    def __init__(self, docs: Sequence[Document] = ()) -> None:
+        self.docs: list[Document] = []
+        self.by_title_text: dict[tuple[str, str], str] = {}
+        self.by_title: dict[str, list[str]] = {}
+        for d in docs:
+            self._put(d)
+
+    def _put(self, d: Document) -> None:
+        self.docs.append(d)
+        k = (d.title, _norm_ws(d.text))
+        if k not in self.by_title_text:
+            self.by_title_text[k] = d.key
+            self.by_title.setdefault(d.title, []).append(d.key)
+
+    def add(self, title: str, text: str) -> str:
+        key = self.by_title_text.get((title, _norm_ws(text)))
+        if key is None:
+            key = str(len(self.docs))
+            self._put(Document(key, title, text))
+        return key
+
+    def find(self, title: str, texts: Iterable[str] = (), *, by_title: bool = True) -> str | None:
+        """The key for a paragraph: exact title + text first (each text variant), then a unique title."""
+        for t in texts:
+            key = self.by_title_text.get((title, _norm_ws(t)))
+            if key is not None:
+                return key
+        if not by_title:
+            return None
+        keys = self.by_title.get(title, [])
+        return keys[0] if len(keys) == 1 else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Question records (HippoRAG / raw MuSiQue / raw HotpotQA / 2Wiki)
+
+
+def _answer_and_aliases(r: _Rec) -> tuple[str, tuple[str, ...]]:
+    answer = r.get_str("answer", allow_empty=True)
+    aliases = r.get_str_list("answer_aliases") + r.get_str_list("aliases")
+    return answer, tuple(a for a in dict.fromkeys(aliases) if a and a != answer)
+
+
+def _musique_question(r: _Rec, index: _CorpusIndex, build: bool, problems: list[str]) -> Question:
+    """A raw MuSiQue record. Paragraphs match the corpus on exact title + text (MuSiQue titles repeat);
+    with ``build`` every paragraph is first added to the corpus being assembled."""
+    paras = r.get_list("paragraphs")
+    by_idx: dict[int, tuple[str, str]] = {}
+    supporting: list[tuple[str, str]] = []
+    for j, p in enumerate(paras):
+        if not isinstance(p, dict):
+            raise r.error(f"paragraphs[{j}] must be an object")
+        title, text = p.get("title"), p.get("paragraph_text", p.get("text"))
+        if not isinstance(title, str) or not isinstance(text, str):
+            raise r.error(f"paragraphs[{j}] needs string 'title' and 'paragraph_text'")
+        idx = p.get("idx", j)
+        by_idx[int(idx) if isinstance(idx, int | str) and str(idx).isdigit() else j] = (title, text)
+        if build:
+            index.add(title, text)
+        if p.get("is_supporting") is True:
+            supporting.append((title, text))
+    answer, aliases = _answer_and_aliases(r)
+    qid = r.qid()
+    gold: list[str] = []
+    unresolved = 0
+    for title, text in supporting:
+        key = index.find(title, [text], by_title=False)
+        if key is None:
+            unresolved += 1
+        elif key not in gold:
+            gold.append(key)
+    if unresolved:
+        problems.append(f"{r.where}: {unresolved} supporting paragraph(s) not in the corpus; no gold for it")
+        gold = []
+    decomposition = []
+    for j, step in enumerate(r.get_list("question_decomposition", required=False)):
+        s = _Rec(r.path, j, step, f"record {r.index} question_decomposition item")
+        sidx = step.get("paragraph_support_idx")
+        support_key = None
+        if isinstance(sidx, int) and sidx in by_idx:
+            title, text = by_idx[sidx]
+            support_key = index.find(title, [text], by_title=False)
+        decomposition.append(
+            SubQuestion(
+                s.get_str("id", required=False) or str(j), s.get_str("question"), s.get_str("answer"), support_key
+            )
+        )
+    qtype = _type_of(r) or _musique_hops(qid)
+    return Question(qid, r.get_str("question"), answer, aliases, tuple(gold), qtype, tuple(decomposition))
+
+
+def _musique_hops(qid: str) -> str | None:
+    m = re.match(r"^(?:musique_)?(\d+hop\d*)__", qid)
+    return m[1] if m else None
+
+
+def _context_texts(r: _Rec) -> dict[str, list[str]]:
+    """title -> joined-text variants from a HotpotQA/2Wiki ``context`` ([[title, [sentences]], ...])."""
+    out: dict[str, list[str]] = {}
+    for j, item in enumerate(r.get_list("context", required=False)):
+        if not (isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise r.error(f"context[{j}] must be [title, [sentences]]")
+        sents = item[1]
+        if isinstance(sents, str):
+            sents = [sents]
+        if not isinstance(sents, list) or not all(isinstance(s, str) for s in sents):
+            raise r.error(f"context[{j}] sentences must be a list of strings")
+        out.setdefault(item[0], []).extend(["".join(sents), " ".join(sents)])
+    return out
+
+
+def _supporting_titles(r: _Rec) -> list[str]:
+    titles: list[str] = []
+    for j, sf in enumerate(r.get_list("supporting_facts")):
+        if not (isinstance(sf, list | tuple) and sf and isinstance(sf[0], str)):
+            raise r.error(f"supporting_facts[{j}] must be [title, sentence_index]")
+        if sf[0] not in titles:
+            titles.append(sf[0])
+    return titles
+
+
+def _hotpot_question(r: _Rec, index: _CorpusIndex, problems: list[str]) -> Question:
+    """A raw HotpotQA / 2WikiMultiHopQA record: gold = the titles of ``supporting_facts``."""
+    answer, aliases = _answer_and_aliases(r)
+    ctx = _context_texts(r)
+    gold: list[str] = []
+    missing = []
+    for title in _supporting_titles(r):
+        key = index.find(title, ctx.get(title, []))
+        if key is None:
+            missing.append(title)
+        elif key not in gold:
+            gold.append(key)
+    if missing:
+        problems.append(f"{r.where}: supporting title(s) {missing} not found (or not unique) in the corpus; no gold")
+        gold = []
+    return Question(r.qid(), r.get_str("question"), answer, aliases, tuple(gold), _type_of(r))
+
+
+# --------------------------------------------------------------------------------------------------
+# Dataset loaders
+
+
+def _candidate_dirs(base: Path) -> list[Path]:
+    return [base, *sorted(p for p in base.iterdir() if p.is_dir())]
+
+
+def _find_pair(base: Path, prefix: str) -> tuple[Path, Path | None] | None:
+    """HippoRAG's layout: ``<stem>.json`` + ``<stem>_corpus.json`` (stem starts with ``prefix``), in
+    ``base`` or one of its subfolders; the first folder that has one wins, and two in one folder are
+    ambiguous."""
+    for d in _candidate_dirs(base):
+        pairs = []
+        for c in sorted(d.glob(f"{prefix}*_corpus.json")):
+            q = c.with_name(c.name[: -len("_corpus.json")] + ".json")
+            if q.is_file():
+                pairs.append((q, c))
+        if len(pairs) > 1:
+            names = ", ".join(p[0].name for p in pairs)
+            raise InvalidInput(f"{d}: several {prefix} question files ({names}); point --data-dir at one")
+        if pairs:
+            return pairs[0]
+    return None
+
+
+def _find_raw(base: Path, globs: Sequence[str]) -> Path | None:
+    for d in _candidate_dirs(base):
+        hits = sorted({p for g in globs for p in d.glob(g) if not p.name.endswith("_corpus.json")})
+        if len(hits) > 1:
+            raise InvalidInput(f"{d}: several question files ({', '.join(p.name for p in hits)}); point at one")
+        if hits:
+            return hits[0]
+    return None
+
+
+def _load_2wiki(base: Path | None, qpath: Path | None, cpath: Path | None) -> Dataset:
+    if qpath is None:
+        assert base is not None
+        gold = next(
+            (
+                d / "questions_with_gold.json"
+                for d in [base, base / "gold_1000"]
+                if (d / "questions_with_gold.json").is_file()
+            ),
+            None,
+        )
+        if gold is not None:
+            corpus = cpath or next(
+                (c for d in _candidate_dirs(base) for c in sorted(d.glob("2wikimultihopqa*_corpus.json"))), None
+            )
+            if corpus is None:
+                raise InvalidInput(f"{base}: found {gold.name} but no 2wikimultihopqa*_corpus.json next to it")
+            return load_gold_index_file(gold, corpus, name="2wikimultihopqa")
+        pair = _find_pair(base, "2wikimultihopqa")
+        if pair is None:
+            raise InvalidInput(
+                f"{base}: no 2WikiMultiHopQA files: expected gold_1000/questions_with_gold.json + "
+                "hipporag_1000/2wikimultihopqa_corpus.json, or 2wikimultihopqa.json + 2wikimultihopqa_corpus.json"
+            )
+        qpath, cpath = pair[0], cpath or pair[1]
+    data = _read_records(qpath)
+    if isinstance(data[0], dict) and "gold_corpus_idx" in data[0]:
+        if cpath is None:
+            raise InvalidInput(f"{qpath}: gold_corpus_idx needs the corpus file it indexes")
+        return load_gold_index_file(qpath, cpath, name="2wikimultihopqa")
+    return load_hipporag(qpath, cpath, name="2wikimultihopqa")
+
+
+def load_gold_index_file(questions: Path, corpus: Path, *, name: str) -> Dataset:
+    """Questions with ``gold_corpus_idx`` (0-based positions in ``corpus``) and optional ``gold_titles``,
+    as in ``2wikimultihopqa/gold_1000/questions_with_gold.json``."""
+    docs = read_corpus(corpus)
+    out = []
+    for i, rec in enumerate(_read_records(questions)):
+        r = _Rec(questions, i, rec)
+        idx = r.get_list("gold_corpus_idx")
+        keys = []
+        for j, n in enumerate(idx):
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(docs):
+                raise r.error(f"gold_corpus_idx[{j}] = {n!r} is not a position in {corpus.name} (0..{len(docs) - 1})")
+            keys.append(docs[n].key)
+        titles = r.get_str_list("gold_titles")
+        if titles and len(titles) == len(idx):
+            for j, (n, t) in enumerate(zip(idx, titles, strict=True)):
+                if docs[n].title != t:
+                    raise r.error(f"gold_titles[{j}] = {t!r} but passage {n} of {corpus.name} is {docs[n].title!r}")
+        answer, aliases = _answer_and_aliases(r)
+        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, tuple(dict.fromkeys(keys)), _type_of(r)))
+    return Dataset(name, tuple(out), docs, (str(questions), str(corpus)))
+
+
+def load_hipporag(questions: Path, corpus: Path | None, *, name: str) -> Dataset:
+    """HippoRAG's question file (raw MuSiQue records with ``paragraphs``/``is_supporting``, or raw
+    HotpotQA/2Wiki records with ``supporting_facts``/``context``) and its corpus of ``{title, text}``.
+
+    Without a corpus file the corpus is the questions' own paragraphs, de-duplicated on (title, text).
+    """
+    data = _read_records(questions)
+    problems: list[str] = []
+    dropped = 0
+    out: list[Question] = []
+    sources = [str(questions)]
+    build = corpus is None
+    if corpus is not None:
+        index = _CorpusIndex(read_corpus(corpus))
+        sources.append(str(corpus))
+    else:
+        index = _CorpusIndex()
+    for i, rec in enumerate(data):
+        r = _Rec(questions, i, rec)
+        if r.has("paragraphs"):
+            if r.rec.get("answerable") is False:
+                dropped += 1
+                continue
+            q = _musique_question(r, index, build, problems)
+        elif r.has("supporting_facts"):
+            if build:
+                for title, texts in _context_texts(r).items():
+                    index.add(title, texts[0])
+            q = _hotpot_question(r, index, problems)
+        else:
+            raise r.error("expected 'paragraphs' (MuSiQue) or 'supporting_facts' (HotpotQA/2Wiki)")
+        out.append(q)
+    docs = tuple(index.docs)
+    if dropped:
+        problems.append(f"{questions}: dropped {dropped} unanswerable record(s)")
+    if not out:
+        raise InvalidInput(f"{questions}: no answerable questions")
+    return Dataset(name, tuple(out), docs, tuple(sources), tuple(problems))
+
+
+def _load_hipporag_style(
+    name: str, prefix: str, base: Path | None, qpath: Path | None, cpath: Path | None, *, raw_globs: Sequence[str]
+) -> Dataset:
+    if qpath is None:
+        assert base is not None
+        if base.is_file():
+            qpath = base
+        else:
+            pair = _find_pair(base, prefix)
+            if pair is not None:
+                qpath, cpath = pair[0], cpath or pair[1]
+            else:
+                qpath = _find_raw(base, raw_globs)
+                if qpath is None:
+                    raise InvalidInput(
+                        f"{base}: no {name} files: expected {prefix}*.json + {prefix}*_corpus.json (HippoRAG layout) "
+                        f"or a raw file matching {' or '.join(raw_globs)}, here or in a subfolder"
+                    )
+    return load_hipporag(qpath, cpath, name=name)
+
+
+def _load_linearrag(base: Path | None, qpath: Path | None, cpath: Path | None) -> Dataset:
+    if qpath is None:
+        assert base is not None
+        qpath = base if base.is_file() else base / "questions.json"
+    if cpath is None:
+        cpath = qpath.with_name("chunks.json")
+    if not qpath.is_file():
+        raise InvalidInput(f"{qpath}: no such file (LinearRAG layout: questions.json + chunks.json)")
+    if not cpath.is_file():
+        raise InvalidInput(f"{cpath}: no such file; the LinearRAG format needs chunks.json next to questions.json")
+    docs = read_corpus(cpath)
+    out = []
+    for i, rec in enumerate(_read_records(qpath)):
+        r = _Rec(qpath, i, rec)
+        answer, aliases = _answer_and_aliases(r)
+        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, (), _type_of(r)))
+    return Dataset(
+        "linearrag", tuple(out), docs, (str(qpath), str(cpath)), ("the LinearRAG format has no gold passages",)
+    )
+
+
+def load_wixqa(base: Path | None, *, splits: Sequence[str] = WIXQA_DEFAULT_SPLITS) -> Dataset:
+    """WixQA exported from ``Wix/WixQA``: ``wixqa_<split>*.jsonl|json`` per split, ``wix_kb_corpus*``.
+
+    Assumed fields (those of the Hugging Face configs): questions ``question``, ``answer``,
+    ``article_ids`` (KB article ids); corpus ``id``, ``contents``, optional ``title`` and ``url`` (a
+    missing title is taken from the URL's last path segment). Questions keep split order
+    (ExpertWritten, then Simulated); the gold passages are the article ids. Parquet is not read:
+    export with ``datasets.load_dataset(...).to_json(path)``.
+    """
+    if base is None or not base.is_dir():
+        raise InvalidInput(f"wixqa: --data-dir must be a folder holding the exported WixQA files, got {base}")
+    qfiles = []
+    for split in splits:
+        hits = sorted(p for p in base.glob(f"wixqa_{split}*") if p.suffix in (".jsonl", ".json"))
+        if not hits:
+            raise InvalidInput(f"{base}: no wixqa_{split}*.jsonl (or .json) file for the {split} split")
+        if len(hits) > 1:
+            raise InvalidInput(f"{base}: several files for the {split} split: {', '.join(p.name for p in hits)}")
+        qfiles.append(hits[0])
+    corpora = sorted(p for p in base.glob("wix_kb_corpus*") if p.suffix in (".jsonl", ".json"))
+    if len(corpora) != 1:
+        raise InvalidInput(f"{base}: expected one wix_kb_corpus*.jsonl (or .json) file, found {len(corpora)}")
+    return _wixqa_from_files(qfiles, corpora[0])
+
+
+def _wixqa_from_files(qfiles: Sequence[Path], corpus: Path | None) -> Dataset:
+    if corpus is None:
+        raise InvalidInput("wixqa: the knowledge-base corpus file (wix_kb_corpus) is required")
+    docs = []
+    for i, rec in enumerate(_read_records(corpus)):
+        r = _Rec(corpus, i, rec, "article")
+        key = r.get_str("id", "_id", "key")
+        title = r.get_str("title", required=False, allow_empty=True)
+        if not title:
+            url = r.get_str("url", required=False)
+            title = url.rstrip("/").rsplit("/", 1)[-1].replace("-", " ") if url else ""
+        docs.append(Document(key, title, r.get_str("contents", "text")))
+    keys = {d.key for d in docs}
+    if len(keys) != len(docs):
+        raise InvalidInput(f"{corpus}: duplicate article ids")
+    problems: list[str] = []
+    out = []
+    for qf in qfiles:
+        split = re.sub(r"^wixqa_", "", qf.stem).split("_")[0].split("-")[0] or qf.stem
+        for i, rec in enumerate(_read_records(qf)):
+            r = _Rec(qf, i, rec)
+            gold = r.get_str_list("article_ids")
+            missing = [g for g in gold if g not in keys]
+            if missing:
+                problems.append(f"{r.where}: article id(s) {missing} not in {corpus.name}; no gold")
+                gold = []
+            qid = r.get_str("id", "_id", required=False) or f"{split}-{i}"
+            out.append(Question(qid, r.get_str("question"), r.get_str("answer"), (), tuple(dict.fromkeys(gold)), split))
+    return Dataset("wixqa", tuple(out), tuple(docs), (*map(str, qfiles), str(corpus)), tuple(problems))
+
+
+def _load_generic(base: Path | None, qpath: Path | None, cpath: Path | None) -> Dataset:
+    if qpath is None:
+        assert base is not None
+        qpath = base if base.is_file() else base / "questions.jsonl"
+    if cpath is None:
+        cpath = next(
+            (qpath.with_name(n) for n in ("corpus.jsonl", "corpus.json") if qpath.with_name(n).is_file()), None
+        )
+    if cpath is None:
+        raise InvalidInput(f"{qpath}: no corpus: put corpus.jsonl (or corpus.json) next to it, or pass the corpus file")
+    return load_jsonl(qpath, cpath)
+
+
+def load_jsonl(questions: Path, corpus: Path) -> Dataset:
+    """The generic format: a questions file of objects and a corpus file (see the module docstring)."""
+    docs = read_corpus(corpus)
+    keys = {d.key for d in docs}
+    index = _CorpusIndex(docs)
+    problems: list[str] = []
+    out = []
+    seen: set[str] = set()
+    for i, rec in enumerate(_read_records(questions)):
+        r = _Rec(questions, i, rec)
+        if r.has("answers"):
+            answers = r.get_str_list("answers", required=True)
+            if not answers:
+                raise r.error("field 'answers' is empty")
+            answer, aliases = answers[0], tuple(answers[1:])
+        else:
+            answer, aliases = _answer_and_aliases(r)
+        gold = r.get_str_list("gold") or r.get_str_list("gold_keys")
+        bad = [g for g in gold if g not in keys]
+        if bad:
+            raise r.error(f"gold key(s) {bad} not in {corpus.name}")
+        if not gold and r.has("gold_titles"):
+            titles = r.get_str_list("gold_titles")
+            found = [index.find(t) for t in titles]
+            if any(k is None for k in found):
+                problems.append(f"{r.where}: gold title(s) not found (or not unique) in {corpus.name}; no gold")
+            else:
+                gold = [k for k in found if k is not None]
+        qid = r.qid()
+        if qid in seen:
+            raise r.error(f"duplicate question id {qid!r}")
+        seen.add(qid)
+        out.append(Question(qid, r.get_str("question"), answer, aliases, tuple(dict.fromkeys(gold)), _type_of(r)))
+    return Dataset("jsonl", tuple(out), docs, (str(questions), str(corpus)), tuple(problems))

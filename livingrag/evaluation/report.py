@@ -1,0 +1,874 @@
+"""The report of a stream run: ``results.json``, the per-query CSV, ``report.md`` and four PNG figures.
+
+Entry point: :func:`write_report` (what ``livingrag eval stream`` calls when a run finishes, and what
+re-reports a finished run from its records). :func:`build_results` computes every table as plain
+JSON-able data; :func:`render_markdown` lays them out as the paper does, with the paper's own figure
+beside ours wherever the metric is the same, always labelled as the paper's.
+
+The main tables use one stream order (order 0, the dataset order, when present); Table 18 gives the
+mean and sample standard deviation over all orders.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from livingrag.evaluation import paper
+from livingrag.evaluation.datasets import Dataset
+from livingrag.evaluation.metrics import Prices, relative_delta, summarize_run
+from livingrag.evaluation.plots import plot_experience_use, plot_gate_dynamics, plot_tokens, plot_unavailable
+from livingrag.evaluation.records import (
+    ABLATION_SYSTEMS,
+    SYSTEM_LINEAR,
+    SYSTEM_LIVING,
+    QueryRecord,
+    by_system_and_order,
+    system_label,
+    write_records_csv,
+)
+from livingrag.evaluation.reuse import (
+    GRAPH_TOP_K,
+    JACCARD_THRESHOLD,
+    TEMPLATE_THRESHOLD,
+    experience_clusters,
+    experience_coverage,
+    gate_stats,
+    order_robustness,
+    paired_deltas,
+    realised_reuse,
+    reuse_opportunities,
+)
+
+RESULTS_JSON = "results.json"
+QUERIES_CSV = "queries.csv"
+REPORT_MD = "report.md"
+FIGURES: dict[str, str] = {
+    "fig2": "fig2_completion_tokens.png",
+    "fig3": "fig3_gate_dynamics.png",
+    "fig8": "fig8_prompt_tokens.png",
+    "fig9": "fig9_experience_use.png",
+}
+REPORT_FILES: tuple[str, ...] = (RESULTS_JSON, QUERIES_CSV, REPORT_MD, *FIGURES.values())
+
+
+def paper_row_for(dataset_name: str, paper_row: str | None = "auto") -> str | None:
+    """The paper's row to compare with: ``auto`` maps our dataset name (None for generic formats)."""
+    if paper_row == "auto":
+        return paper.DATASET_ROWS.get(dataset_name)
+    if paper_row is not None and paper_row not in paper.PAPER_ROWS:
+        raise ValueError(f"paper_row must be one of {paper.PAPER_ROWS}, 'auto' or None; got {paper_row!r}")
+    return paper_row
+
+
+# --------------------------------------------------------------------------------------------------
+# Computing
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def build_results(
+    records: Sequence[QueryRecord],
+    *,
+    dataset_name: str,
+    dataset: Dataset | None = None,
+    judge: str | None = None,
+    prices: Prices | None = None,
+    paper_row: str | None = "auto",
+    template_threshold: float = TEMPLATE_THRESHOLD,
+    jaccard_threshold: float = JACCARD_THRESHOLD,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every table of the report as JSON-able data (fractions, not percentages)."""
+    prices = prices or Prices()
+    if not records:
+        raise ValueError("no records: nothing to report")
+    runs = by_system_and_order(records)
+    orders = sorted({o for _, o in runs})
+    main = 0 if 0 in orders else orders[0]
+    systems = list(dict.fromkeys(s for s, _ in runs))
+    summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
+    main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
+    main_sum = {s: summaries[(s, main)] for s in main_runs}
+    linear, living = main_runs.get(SYSTEM_LINEAR), main_runs.get(SYSTEM_LIVING)
+    judged = judge is not None and any(s.llm_acc.value is not None for s in main_sum.values())
+    acc_metric = "llm" if judged else "contain"
+
+    def acc(system: str) -> float | None:
+        s = main_sum[system]
+        return s.llm_acc.value if acc_metric == "llm" else s.contain_acc
+
+    tables: dict[str, Any] = {
+        "accuracy": [
+            {
+                "system": s,
+                "contain_acc": v.contain_acc,
+                "llm_acc": v.llm_acc.value,
+                "llm_acc_reason": v.llm_acc.reason,
+                "llm_judged": v.llm_acc.judged,
+                "em": v.em,
+                "f1": v.f1,
+                "queries": v.queries,
+                "errors": v.errors,
+            }
+            for s, v in main_sum.items()
+        ],
+        "retrieval": [
+            {
+                "system": s,
+                "recall_at_2": v.recall_at_2,
+                "recall_at_5": v.recall_at_5,
+                "passage_recall_at_2": v.passage_recall_at_2,
+                "passage_recall_at_5": v.passage_recall_at_5,
+                "questions_with_gold": v.questions_with_gold,
+            }
+            for s, v in main_sum.items()
+        ],
+        "tokens": [{"system": s, **asdict(v.tokens)} for s, v in main_sum.items()],
+        "timing": [
+            {"system": s, **asdict(v.timing), "retrieval_over_llm": v.timing.retrieval_over_llm}
+            for s, v in main_sum.items()
+        ],
+    }
+    if linear and living:
+        lt, vt = main_sum[SYSTEM_LINEAR].tokens, main_sum[SYSTEM_LIVING].tokens
+        tables["tokens_delta"] = {
+            "prompt": relative_delta(vt.prompt_mean, lt.prompt_mean),
+            "completion": relative_delta(vt.completion_mean, lt.completion_mean),
+            "cost": relative_delta(vt.cost_usd, lt.cost_usd),
+        }
+    fixed = linear or next(iter(main_runs.values()))
+    opp = reuse_opportunities(
+        fixed,
+        graph=linear is not None,
+        top_k=GRAPH_TOP_K,
+        jaccard_threshold=jaccard_threshold,
+        template_threshold=template_threshold,
+    )
+    tables["opportunities"] = {"source_system": fixed[0].system, **asdict(opp)}
+    if living:
+        tables["realised"] = asdict(realised_reuse(living, template_threshold=template_threshold))
+        tables["coverage"] = asdict(experience_coverage(living))
+    tables["gates"] = [
+        {"system": s, **asdict(gate_stats(run))} for s, run in main_runs.items() if any(r.writeback for r in run)
+    ]
+    if linear:
+        base = main_sum[SYSTEM_LINEAR].tokens.completion_mean
+        tables["ablations"] = [
+            {
+                "system": s,
+                "acc": acc(s),
+                "completion_reduction": -d
+                if (d := relative_delta(main_sum[s].tokens.completion_mean, base)) is not None
+                else None,
+            }
+            for s in main_sum
+            if s != SYSTEM_LINEAR
+        ]
+    if linear and living:
+        all_living = [r for (s, _), run in runs.items() if s == SYSTEM_LIVING for r in run]
+        all_linear = [r for (s, _), run in runs.items() if s == SYSTEM_LINEAR for r in run]
+        tables["paired_deltas"] = [
+            asdict(row)
+            for row in paired_deltas(all_living, all_linear, metric=acc_metric, template_threshold=template_threshold)
+        ]
+    tables["orders"] = asdict(
+        order_robustness(records, prices=prices, judge=judge, template_threshold=template_threshold)
+    )
+    if dataset is not None:
+        ids = {r.question_id for r in records}
+        qs = [q for q in dataset.questions if q.id in ids] or list(dataset.questions)
+        if any(q.decomposition for q in qs):
+            tables["clusters"] = asdict(experience_clusters(qs, documents=len(dataset.corpus)))
+            tables["clusters_by_id"] = asdict(experience_clusters(qs, documents=len(dataset.corpus), by="id"))
+
+    return _jsonable(
+        {
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "dataset": {
+                "name": dataset_name,
+                "paper_row": paper_row_for(dataset_name, paper_row),
+                "stats": dataset.stats() if dataset is not None else None,
+                "problems": list(dataset.problems[:50]) if dataset is not None else [],
+            },
+            "config": {
+                "judge": judge,
+                "prices": asdict(prices),
+                "template_threshold": template_threshold,
+                "jaccard_threshold": jaccard_threshold,
+                "graph_top_k": GRAPH_TOP_K,
+                **(config or {}),
+            },
+            "systems": systems,
+            "orders": orders,
+            "main_order": main,
+            "acc_metric": acc_metric,
+            "runs": [asdict(v) for v in summaries.values()],
+            "tables": tables,
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Markdown
+
+DASH = "–"
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"{100 * x:.{digits}f}"
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return DASH if x is None else f"{x:,.{digits}f}"
+
+
+def _paper(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"{x:,.{digits}f}"
+
+
+def _rel(x: float | None) -> str:
+    return DASH if x is None else f"{100 * x:+.1f}%"
+
+
+def _ms(m: dict[str, Any] | None, scale: float = 100.0, digits: int = 2) -> str:
+    if not m or m.get("mean") is None:
+        return DASH
+    mean = f"{scale * m['mean']:.{digits}f}"
+    return mean if m.get("std") is None else f"{mean}±{scale * m['std']:.{digits}f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _mark(b: bool) -> str:
+    return "✓" if b else DASH
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    """``report.md`` from :func:`build_results`' output."""
+    t = results["tables"]
+    ds = results["dataset"]
+    row = ds["paper_row"]
+    cfg = results["config"]
+    main = results["main_order"]
+    acc_name = "LLM-Acc" if results["acc_metric"] == "llm" else "Contain-Acc"
+    by_sys = {r["system"]: r for r in t["accuracy"]}
+    systems = list(by_sys)
+    out: list[str] = []
+    add = out.append
+
+    stats = ds.get("stats") or {}
+    add(f"# Online-stream evaluation: {ds['name']}\n")
+    add(
+        f"- Questions in the stream: {by_sys[systems[0]]['queries']}"
+        + (
+            f" (dataset: {stats.get('questions')} questions, {stats.get('documents')} corpus documents)"
+            if stats
+            else ""
+        )
+    )
+    add(
+        f"- Systems: {', '.join(system_label(s) for s in results['systems'])}; orders: {len(results['orders'])} "
+        f"(main tables: order {main})"
+    )
+    add(f"- LLM judge: {cfg['judge'] or 'none configured: LLM-Acc is unavailable (not estimated)'}")
+    p = cfg["prices"]
+    add(
+        f"- Prices: ${p['prompt_per_m']:.2f} per million prompt tokens, "
+        f"${p['completion_per_m']:.2f} per million completion tokens"
+    )
+    for k in ("model", "seed", "limit", "retrieval_preset", "notes"):
+        if cfg.get(k) is not None:
+            add(f"- {k.replace('_', ' ').capitalize()}: {cfg[k]}")
+    if row:
+        add(
+            f"\nColumns marked **paper** are the {paper.PAPER}'s own results on its {row} stream (Qwen3.6 Plus, "
+            "its corpus and stream size), copied from its tables for orientation. They are not results of this run: "
+            "compare directions and rough sizes, not digits."
+        )
+    else:
+        add("\nNo paper row corresponds to this dataset, so no paper figures are shown.")
+
+    # Table 2
+    add("\n## Accuracy (paper Table 2)\n")
+    p2 = {name: vals.get(row) for name, vals in paper.TABLE2.items()} if row else {}
+    paper_name = {SYSTEM_LINEAR: "LinearRAG", SYSTEM_LIVING: "LivingRAG"}
+    rows = []
+    for s in systems:
+        a = by_sys[s]
+        pv = p2.get(paper_name.get(s, "")) if row else None
+        rows.append(
+            [
+                system_label(s),
+                _pct(a["contain_acc"]),
+                _pct(a["llm_acc"]),
+                _pct(a["em"]),
+                _pct(a["f1"]),
+                _paper(pv[0]) if pv else DASH,
+                _paper(pv[1]) if pv else DASH,
+            ]
+        )
+    add(
+        _table(
+            [
+                "System",
+                "Contain-Acc (%)",
+                "LLM-Acc (%)",
+                "EM (%)",
+                "F1 (%)",
+                "paper Contain-Acc (%)",
+                "paper LLM-Acc (%)",
+            ],
+            rows,
+        )
+    )
+    missing = [a for a in t["accuracy"] if a["llm_acc"] is None and a["llm_acc_reason"]]
+    if missing and len({a["llm_acc_reason"] for a in missing}) == 1 and len(missing) == len(t["accuracy"]):
+        add(f"\nLLM-Acc unavailable: {missing[0]['llm_acc_reason']}.")
+    else:
+        for a in missing:
+            add(f"\nLLM-Acc unavailable for {system_label(a['system'])}: {a['llm_acc_reason']}.")
+    partial = [a for a in t["accuracy"] if a["llm_acc"] is not None and a["llm_judged"] < a["queries"]]
+    for a in partial:
+        add(
+            f"\n{system_label(a['system'])}: LLM-Acc over {a['llm_judged']} of {a['queries']} answers "
+            "(the judge gave no verdict on the rest)."
+        )
+    if row and any(v for k, v in p2.items() if k not in paper_name.values()):
+        add(
+            f"\nThe paper's other baselines on {row} (Contain-Acc / LLM-Acc, %): "
+            + "; ".join(
+                f"{k} {_paper(v[0])} / {_paper(v[1])}" for k, v in p2.items() if v and k not in paper_name.values()
+            )
+            + "."
+        )
+
+    # Retrieval
+    add("\n## Passage recall\n")
+    add(
+        _table(
+            [
+                "System",
+                "Recall@2 (%)",
+                "Recall@5 (%)",
+                "per-passage R@2 (%)",
+                "per-passage R@5 (%)",
+                "questions with gold",
+            ],
+            [
+                [
+                    system_label(r["system"]),
+                    _pct(r["recall_at_2"]),
+                    _pct(r["recall_at_5"]),
+                    _pct(r["passage_recall_at_2"]),
+                    _pct(r["passage_recall_at_5"]),
+                    str(r["questions_with_gold"]),
+                ]
+                for r in t["retrieval"]
+            ],
+        )
+    )
+    add(
+        "\nA question is recalled at k when all its gold passages are in the top k; per-passage recall counts "
+        "each gold passage. The paper reports no recall."
+    )
+
+    # Table 3
+    add("\n## Tokens and cost (paper Table 3)\n")
+    add(
+        _table(
+            ["System", "# Queries", "Prompt tokens / q", "Completion tokens / q", "Run cost (USD)"],
+            [
+                [
+                    system_label(r["system"]),
+                    str(r["queries"]),
+                    _num(r["prompt_mean"]),
+                    _num(r["completion_mean"]),
+                    f"${r['cost_usd']:.4f}",
+                ]
+                for r in t["tokens"]
+            ],
+        )
+    )
+    if "tokens_delta" in t:
+        tok = {r["system"]: r for r in t["tokens"]}
+        lt, vt, d = tok[SYSTEM_LINEAR], tok[SYSTEM_LIVING], t["tokens_delta"]
+        hdr = [
+            "",
+            "# Queries",
+            "Prompt Linear",
+            "Prompt Living",
+            "Rel. Δ",
+            "Completion Linear",
+            "Completion Living",
+            "Rel. Δ",
+            "Cost Linear",
+            "Cost Living",
+            "Rel. Δ",
+        ]
+        rows = [
+            [
+                "this run",
+                str(lt["queries"]),
+                _num(lt["prompt_mean"]),
+                _num(vt["prompt_mean"]),
+                _rel(d["prompt"]),
+                _num(lt["completion_mean"]),
+                _num(vt["completion_mean"]),
+                _rel(d["completion"]),
+                f"${lt['cost_usd']:.4f}",
+                f"${vt['cost_usd']:.4f}",
+                _rel(d["cost"]),
+            ]
+        ]
+        if row in paper.TABLE3:
+            q, pl, pv, cl, cv, kl, kv = paper.TABLE3[row]
+            rows.append(
+                [
+                    f"**paper** ({row})",
+                    f"{q:,}",
+                    _paper(pl, 1),
+                    _paper(pv, 1),
+                    _rel(relative_delta(pv, pl)),
+                    _paper(cl, 1),
+                    _paper(cv, 1),
+                    _rel(relative_delta(cv, cl)),
+                    f"${kl:.2f}",
+                    f"${kv:.2f}",
+                    _rel(relative_delta(kv, kl)),
+                ]
+            )
+        add("\n" + _table(hdr, rows))
+        add(
+            "\nRel. Δ = (LivingRAG − LinearRAG) / LinearRAG; negative is a saving. Tokens are per query; "
+            "judge calls are not counted."
+        )
+
+    # Table 15
+    add("\n## Time per query (paper Table 15)\n")
+    rows = [
+        [
+            system_label(r["system"]),
+            _num(r["llm_s"], 3),
+            _num(r["retrieval_s"], 3),
+            _pct(r["retrieval_over_llm"], 1) + ("%" if r["retrieval_over_llm"] is not None else ""),
+            _num(r["validation_s"], 3) if r["validation_s"] is not None else "N/A",
+        ]
+        for r in t["timing"]
+    ]
+    if row in paper.TABLE15:
+        for s, (llm_s, ret_s, ratio, val) in paper.TABLE15[row].items():
+            rows.append(
+                [
+                    f"**paper** {system_label(s)} ({row})",
+                    _paper(llm_s),
+                    _paper(ret_s),
+                    f"{ratio:.1f}%",
+                    _paper(val) if val is not None else "N/A",
+                ]
+            )
+    add(_table(["Method", "LLM s/q", "Retrieval s/q", "Retrieval / LLM", "Validation s/q"], rows))
+    add(
+        "\nModule-level means per question (concurrent LLM calls overlap, so these are not wall-clock latency). "
+        "Validation is LivingRAG's post-answer novelty and grounding checks."
+    )
+
+    # Table 1
+    o = t["opportunities"]
+    add("\n## Reuse opportunities (paper Table 1)\n")
+    rows = [
+        [
+            f"this run ({system_label(o['source_system'])}, order {main})",
+            _pct(o["entity_reuse"]),
+            _pct(o["graph_reuse"]),
+            _pct(o["graph_reuse_passages"]),
+            _pct(o["graph_reuse_entities"]),
+            _pct(o["template_reuse"]),
+        ]
+    ]
+    if row in paper.TABLE1:
+        e, g, tp = paper.TABLE1[row]
+        rows.append([f"**paper** ({row})", _paper(e), _paper(g), DASH, DASH, _paper(tp)])
+    add(
+        _table(
+            [
+                "",
+                "Entity reuse (%)",
+                "Graph-neigh. reuse (%)",
+                "… by passages (%)",
+                "… by entities (%)",
+                "Template reuse (%)",
+            ],
+            rows,
+        )
+    )
+    add(
+        f"\nCausal: each query is compared with earlier queries only. Graph-neighbourhood reuse: Jaccard ≥ "
+        f"{cfg['jaccard_threshold']} on the top-{cfg['graph_top_k']} passages or on the context entities, on the fixed "
+        f"LinearRAG run{'' if o['graph_reuse'] is not None else ' (not measured: this run has no LinearRAG system)'}. "
+        f"Template reuse: no shared seed entity and masked-question TF-IDF cosine ≥ {cfg['template_threshold']}"
+        + (" (not measured: the records carry no masked questions)." if o["template_reuse"] is None else ".")
+    )
+
+    # Table 4
+    add("\n## Realised reuse (paper Table 4)\n")
+    if "realised" in t:
+        rz = t["realised"]
+        rows = [
+            [
+                "this run (LivingRAG)",
+                _pct(rz["graph_transfer"]),
+                _pct(o["template_reuse"]),
+                _pct(rz["template_reuse"]),
+                _pct(rz["activation_map_use"]),
+                _pct(rz["scaffold_use"]),
+            ]
+        ]
+        if row in paper.TABLE4:
+            g, op, ru = paper.TABLE4[row]
+            rows.append([f"**paper** ({row})", _paper(g), _paper(op), _paper(ru), DASH, DASH])
+        add(
+            _table(
+                [
+                    "",
+                    "Graph trans. (%)",
+                    "Template Opp. (%)",
+                    "Template Reuse (%)",
+                    "Act.-map fusion used (%)",
+                    "Scaffold used (%)",
+                ],
+                rows,
+            )
+        )
+        add(
+            "\nGraph transfer: fusion added new above-threshold entities. "
+            "Template reuse: the scaffold's masked-template "
+            f"similarity ≥ {cfg['template_threshold']}. Opportunity and realised values are measured differently: read "
+            "them as a trend."
+        )
+    else:
+        add("Needs a LivingRAG run.")
+
+    # Table 5
+    add("\n## Ablations (paper Table 5)\n")
+    abl = [a for a in t.get("ablations", []) if a["system"] in (SYSTEM_LIVING, *ABLATION_SYSTEMS.values())]
+    if len(abl) > 1 or any(a["system"] != SYSTEM_LIVING for a in abl):
+        col = {"2Wiki": 0, "MuSiQue-full": 1, "WixQA": 2}.get(row or "")
+        rows = []
+        for a in abl:
+            pv = paper.TABLE5.get(a["system"])
+            rows.append(
+                [
+                    system_label(a["system"]),
+                    _pct(a["acc"]),
+                    _pct(a["completion_reduction"], 1),
+                    _paper(pv[col]) if pv and col is not None else DASH,
+                    _paper(pv[3], 1) if pv else DASH,
+                ]
+            )
+        add(
+            _table(
+                [
+                    "Variant",
+                    f"{acc_name} (%)",
+                    "Red. (%)",
+                    f"paper LLM-Acc (%){f' ({row})' if col is not None else ''}",
+                    "paper Red. (%)",
+                ],
+                rows,
+            )
+        )
+        add(
+            "\nRed. = completion-token reduction against LinearRAG in this run. The paper's Red. is its average over "
+            "2Wiki, MuSiQue-full and WixQA."
+        )
+    else:
+        add("No ablation systems in this run (`--ablations fusion,scaffold,gate`).")
+
+    # Table 6
+    add("\n## Write-back gates (paper Table 6)\n")
+    if t["gates"]:
+        rows = [
+            [
+                system_label(g["system"]),
+                str(g["questions"]),
+                _pct(g["ns_pass"]),
+                str(g["gs_checked"]),
+                _pct(g["gs_pass"]),
+                str(g["gs_reject"]),
+                str(g["stored"]),
+            ]
+            for g in t["gates"]
+        ]
+        if row in paper.TABLE6:
+            q, ns, gc, gp, gr, st = paper.TABLE6[row]
+            rows.append([f"**paper** LivingRAG ({row})", f"{q:,}", _paper(ns), str(gc), _paper(gp), str(gr), str(st)])
+        add(
+            _table(
+                ["", "Questions", "NS pass (%)", "GS checked", "GS pass (%)", "GS reject", "Stored experiences"], rows
+            )
+        )
+        add(
+            "\nNS pass is over all questions; GS runs only on candidates that passed NS, "
+            "and GS pass is among those checked."
+        )
+    else:
+        add("No system in this run made write-back decisions.")
+
+    # Table 16
+    add("\n## Experience coverage (paper Table 16)\n")
+    if "coverage" in t:
+        c = t["coverage"]
+        rows = [
+            [
+                "this run (LivingRAG)",
+                str(c["stored"]),
+                str(c["topk_selections"]),
+                _pct(c["topk_coverage"]),
+                str(c["scaffold_uses"]),
+                _pct(c["scaffold_coverage"]),
+                str(c["max_scaffold_uses"]),
+            ]
+        ]
+        if row in paper.TABLE16:
+            st, ts, tc, su, sc, mx = paper.TABLE16[row]
+            rows.append([f"**paper** ({row})", str(st), f"{ts:,}", _paper(tc), f"{su:,}", _paper(sc), str(mx)])
+        add(
+            _table(
+                [
+                    "",
+                    "Stored experiences",
+                    "Top-K selections",
+                    "Coverage (%)",
+                    "Scaffold uses",
+                    "Coverage (%)",
+                    "Max uses",
+                ],
+                rows,
+            )
+        )
+        add("\nCoverage: the share of stored experiences selected at least once.")
+    else:
+        add("Needs a LivingRAG run.")
+
+    # Table 17
+    add("\n## Benefit by realised reuse signal (paper Table 17)\n")
+    if "paired_deltas" in t:
+        pd = paper.TABLE17.get(row or "", {})
+        rows = []
+        for d in t["paired_deltas"]:
+            pv = pd.get((d["graph"], d["template"]))
+            rows.append(
+                [
+                    _mark(d["graph"]),
+                    _mark(d["template"]),
+                    str(d["n"]),
+                    f"{100 * d['delta_acc']:+.2f}",
+                    f"{d['delta_completion_tokens']:+.1f}",
+                    f"{pv[0]:+.2f}" if pv else DASH,
+                    f"{pv[1]:+.1f}" if pv else DASH,
+                ]
+            )
+        add(
+            _table(
+                [
+                    "Graph",
+                    "Template",
+                    "Questions",
+                    f"Δ{acc_name} (points)",
+                    "Δ Completion tokens",
+                    "paper ΔLLM-Acc",
+                    "paper Δ Completion tokens",
+                ],
+                rows,
+            )
+        )
+        add(
+            "\nΔ = LivingRAG − LinearRAG on the same question in the same order; negative token values are savings. "
+            "Rows without questions are left out."
+        )
+    else:
+        add("Needs both a LinearRAG and a LivingRAG run.")
+
+    # Table 18
+    add("\n## Query-order robustness (paper Table 18)\n")
+    od = t["orders"]
+    ca, la, ct = od["contain_acc"], od["llm_acc"], od["completion_tokens"]
+
+    def pair(m: dict[str, Any], scale: float = 100.0, digits: int = 2) -> str:
+        return f"{_ms(m.get(SYSTEM_LINEAR), scale, digits)} / {_ms(m.get(SYSTEM_LIVING), scale, digits)}"
+
+    rows = [
+        [
+            f"this run, {od['orders']} order(s)",
+            pair(ca),
+            pair(la),
+            pair(ct, 1.0, 1),
+            _ms(od["graph_transfer"]),
+            _ms(od["template_reuse"]),
+        ]
+    ]
+    if row in paper.TABLE18:
+        p18 = paper.TABLE18[row]
+
+        def ppair(v: Any, digits: int = 2) -> str:
+            return DASH if v is None else " / ".join(f"{m:.{digits}f}±{s:.{digits}f}" for m, s in v)
+
+        gt, tr = p18["graph_transfer"], p18["template_reuse"]
+        rows.append(
+            [
+                f"**paper**, 3 orders ({row})",
+                ppair(p18["contain_acc"]),
+                ppair(p18["llm_acc"]),
+                ppair(p18["completion_tokens"], 1),
+                f"{gt[0]:.2f}±{gt[1]:.2f}" if gt else DASH,
+                f"{tr[0]:.2f}±{tr[1]:.2f}" if tr else DASH,
+            ]
+        )  # type: ignore[index]
+    add(
+        _table(
+            ["Setting", "Cont.-Acc (%)", "LLM-Acc (%)", "Completion tokens", "Graph trans. (%)", "Template reuse (%)"],
+            rows,
+        )
+    )
+    add("\nCells are LinearRAG / LivingRAG, mean ± sample standard deviation over orders (no ± with one order).")
+
+    # Table 8
+    if "clusters" in t:
+        add("\n## Experience clusters in MuSiQue decompositions (paper Table 8)\n")
+        rows = []
+        for label, c in (
+            ("this stream (sub-question = support passage + answer)", t["clusters"]),
+            ("this stream (sub-question = MuSiQue id)", t["clusters_by_id"]),
+        ):
+            rows.append(
+                [
+                    label,
+                    str(c["questions"]),
+                    str(c["documents"]),
+                    str(c["clusters"]),
+                    _pct(c["coverage"], 1),
+                    _num(c["avg_size"], 1),
+                    str(c["max_size"]),
+                ]
+            )
+        for name, (q, ch, cl, cov, avg, mx) in paper.TABLE8.items():
+            rows.append([f"**paper** ({name})", f"{q:,}", f"{ch:,}", str(cl), _paper(cov, 1), _paper(avg, 1), str(mx)])
+        add(_table(["", "#Q", "#Chunks", "#Clusters", "Coverage (%)", "Avg. size", "Max size"], rows))
+        add(
+            "\nQuestions are linked when they share a decomposed single-hop question; clusters are connected "
+            "components of at least two questions. #Chunks here is the corpus size in documents."
+        )
+
+    # Figures
+    add("\n## Figures\n")
+    captions = {
+        "fig2": "Figure 2: completion tokens per stream segment (LinearRAG blue, LivingRAG orange; green where "
+        "LivingRAG uses fewer, red where more; the first 10 % expanded).",
+        "fig3": "Figure 3: write-back gate dynamics (NS pass and write-back per segment, GS pass among the checked, "
+        "cumulative stored).",
+        "fig8": "Figure 8: prompt tokens per stream segment.",
+        "fig9": "Figure 9: experience use (activation-map retrieval, scaffold use, write-back, cumulative stored).",
+    }
+    for k, name in FIGURES.items():
+        add(f"![{captions[k]}]({name})\n\n{captions[k]}\n")
+
+    problems = ds.get("problems") or []
+    if problems:
+        add("\n## Dataset notes\n")
+        out.extend(f"- {p}" for p in problems)
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# Files
+
+
+def write_report(
+    out_dir: str | Path,
+    records: Sequence[QueryRecord],
+    *,
+    dataset_name: str,
+    dataset: Dataset | None = None,
+    judge: str | None = None,
+    prices: Prices | None = None,
+    paper_row: str | None = "auto",
+    template_threshold: float = TEMPLATE_THRESHOLD,
+    jaccard_threshold: float = JACCARD_THRESHOLD,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Write ``results.json``, ``queries.csv``, ``report.md`` and the four figures into ``out_dir``.
+
+    ``judge`` names the judge LLM that filled ``llm_correct`` (None: LLM-Acc is reported unavailable).
+    Returns the written paths by file name.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = build_results(
+        records,
+        dataset_name=dataset_name,
+        dataset=dataset,
+        judge=judge,
+        prices=prices,
+        paper_row=paper_row,
+        template_threshold=template_threshold,
+        jaccard_threshold=jaccard_threshold,
+        config=config,
+    )
+    results["files"] = list(REPORT_FILES)
+    paths = {name: out / name for name in REPORT_FILES}
+    paths[RESULTS_JSON].write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    ordered = sorted(records, key=lambda r: (r.order, r.position, r.system))
+    write_records_csv(paths[QUERIES_CSV], ordered)
+
+    runs = by_system_and_order(records)
+    linear = [run for (s, _), run in runs.items() if s == SYSTEM_LINEAR]
+    living = [run for (s, _), run in runs.items() if s == SYSTEM_LIVING]
+    name = dataset_name
+    n_orders = len({o for _, o in runs})
+    suffix = f" — {name}" + (f", {n_orders} orders pooled" if n_orders > 1 else "")
+    plot_tokens(
+        paths[FIGURES["fig2"]],
+        linear,
+        living,
+        field="completion_tokens",
+        title=f"Completion tokens over the stream{suffix}",
+        shade=True,
+    )
+    plot_tokens(
+        paths[FIGURES["fig8"]],
+        linear,
+        living,
+        field="prompt_tokens",
+        title=f"Prompt tokens over the stream{suffix}",
+        shade=False,
+    )
+    if living and any(r.writeback for run in living for r in run):
+        plot_gate_dynamics(paths[FIGURES["fig3"]], living, title=f"Write-back gate dynamics (LivingRAG){suffix}")
+        plot_experience_use(
+            paths[FIGURES["fig9"]], living, title=f"Experience use during inference (LivingRAG){suffix}"
+        )
+    else:
+        for k, what in (("fig3", "Write-back gate dynamics"), ("fig9", "Experience use")):
+            plot_unavailable(
+                paths[FIGURES[k]], f"{what}{suffix}", "This run has no LivingRAG system with write-back decisions."
+            )
+    paths[REPORT_MD].write_text(render_markdown(results), encoding="utf-8")
+    return paths
