@@ -196,8 +196,8 @@ class LLMSettings(_Group):
         default=None, description="API key for the OpenAI-compatible server (unset: OPENAI_API_KEY, else none)."
     )
     model: str = Field(
-        default="qwen2.5-coder-1.5b",
-        description="provider=local: a preset (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b) or a GGUF file path; "
+        default="qwen2.5-coder-0.5b",
+        description="provider=local: a preset (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF file path; "
         "provider=openai: the server's model name.",
     )
     models_dir: Path | None = Field(
@@ -219,7 +219,7 @@ class LLMSettings(_Group):
     max_tokens: int = Field(default=256, ge=1, le=32_768, description="Completion token cap.")
     temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
     threads: int | None = Field(
-        default=None, ge=1, le=256, description="CPU threads for the local model (unset: all cores)."
+        default=None, ge=1, le=256, description="CPU threads for the local model (unset: half the CPUs, at least 1)."
     )
     context_tokens: int = Field(default=4096, ge=256, le=131_072, description="Context window of the local model.")
     price_prompt_per_m: float = Field(default=0.50, ge=0, description="USD per million prompt tokens.")

@@ -45,7 +45,7 @@ def normalize(s: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local", choices=["local", "openai"])
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--base-url", default=None)
     ap.add_argument("--style", default="short", choices=["short", "linearrag"])
     ap.add_argument("-n", type=int, default=20, help="questions (default 20)")
@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=None, help="default: 64 short, 256 linearrag")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per answer before LLMTimeout")
     ap.add_argument("--datasets", type=Path, default=None)
     ap.add_argument("--show", action="store_true", help="print every reply")
     ap.add_argument("--json", type=Path, default=None, help="write per-question records here")
@@ -63,7 +64,12 @@ def main() -> None:
     questions = json.loads((base / "gold_1000" / "questions_with_gold.json").read_text())
     max_tokens = args.max_tokens or (64 if args.style == "short" else 256)
     settings = LLMSettings(
-        provider=args.provider, model=args.model, base_url=args.base_url, threads=args.threads, max_tokens=max_tokens
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        threads=args.threads,
+        max_tokens=max_tokens,
+        timeout_s=args.timeout,
     )
     llm = build_llm(settings, data_dir=default_data_dir())
     t0 = time.perf_counter()

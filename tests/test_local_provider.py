@@ -55,15 +55,25 @@ def test_token_counts_use_the_models_tokenizer(llm: LocalLLM) -> None:
     assert llm.count_tokens("") == 0
 
 
-def test_qa_prompt_end_to_end(llm: LocalLLM) -> None:
+def test_qa_prompt_end_to_end_follows_the_grammar(llm: LocalLLM) -> None:
     prompt = build_qa_prompt(
         "Where was the director of Film Alpha born?",
         ["Film Alpha is a 1961 drama directed by Mira Okafor.", "Mira Okafor was born in Lagos in 1920."],
         style="short",
     )
+    assert prompt.grammar
     out = generate_answer(llm, prompt, max_tokens=48)
+    assert out.completion.text.startswith("Evidence: ") and "\nAnswer: " in out.completion.text
+    assert out.marker_found and out.explanation
     assert "lagos" in out.answer.lower()
     assert out.completion.prompt_tokens > 50
+
+
+def test_grammar_constrains_the_reply(llm: LocalLLM) -> None:
+    c = llm.complete([{"role": "user", "content": "Is Paris in France?"}], grammar='root ::= "yes" | "no"')
+    assert c.text in ("yes", "no")
+    with pytest.raises(LLMError, match="invalid output grammar"):
+        llm.complete([{"role": "user", "content": "hi"}], grammar="root ::= (")
 
 
 def test_calls_from_many_threads_are_serialised(llm: LocalLLM) -> None:
@@ -90,6 +100,15 @@ def test_generation_past_the_timeout_raises_llm_timeout() -> None:
     slow = build_llm(settings, data_dir=default_data_dir())
     with pytest.raises(LLMTimeout, match=r"did not finish within 0.01 s"):
         slow.complete([{"role": "user", "content": "Write a long story."}], max_tokens=200)
+
+
+def test_timeout_under_a_grammar_ends_cleanly() -> None:
+    """Regression: ending generation must not force a token that the grammar forbids (llama.cpp aborts)."""
+    settings = LLMSettings(provider="local", model=MODEL, timeout_s=0.01, context_tokens=512)
+    slow = build_llm(settings, data_dir=default_data_dir())
+    grammar = 'root ::= "Evidence: " [^\\n]+ "\\nAnswer: " [^\\n]+'
+    with pytest.raises(LLMTimeout):
+        slow.complete([{"role": "user", "content": "Tell me about Paris."}], max_tokens=64, grammar=grammar)  # type: ignore[call-arg]
 
 
 def test_prompt_longer_than_the_context_is_a_clear_error() -> None:

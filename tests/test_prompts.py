@@ -62,7 +62,7 @@ def test_render_text_refuses_a_chat_template() -> None:
 def test_unknown_names_and_versions_are_errors() -> None:
     with pytest.raises(InvalidInput, match=r"no prompt named 'nope'; known: .*qa_linearrag"):
         get_prompt("nope")
-    with pytest.raises(InvalidInput, match=r"prompt 'qa_short' has no version 99; known: \[1\]"):
+    with pytest.raises(InvalidInput, match=r"prompt 'qa_short' has no version 99; known: \[1, 2\]"):
         get_prompt("qa_short", 99)
 
 
@@ -127,7 +127,7 @@ def test_qa_prompt_with_scaffold_marks_it_as_a_reference() -> None:
     p = build_qa_prompt(
         "When did Lothair II's mother die?", ["passage one", "passage two"], scaffold=scaffold, style="short"
     )
-    assert p.prompt_id == "qa_short.v1" and p.scaffold_id == "scaffold.v1"
+    assert p.prompt_id == "qa_short.v2" and p.scaffold_id == "scaffold.v1"
     user = p.messages[1]["content"]
     # order of eq. 14's context: passages, then the scaffold, then the question
     assert user.index("[2] passage two") < user.index("Reference") < user.index("Question:")
@@ -153,3 +153,11 @@ def test_answer_style_auto_follows_the_provider() -> None:
 def test_unknown_answer_style_is_an_error() -> None:
     with pytest.raises(InvalidInput, match="unknown answer style"):
         build_qa_prompt("q", ["p"], style="verbose")  # type: ignore[arg-type]
+
+
+def test_short_prompt_ships_an_output_grammar_for_in_process_models() -> None:
+    assert get_prompt("qa_short", 1).grammar is None
+    grammar = get_prompt("qa_short").grammar
+    assert grammar is not None and 'root ::= "Evidence: " sentence "\\nAnswer: " answer' in grammar
+    assert build_qa_prompt("q", ["p"], style="short").grammar == grammar
+    assert build_qa_prompt("q", ["p"], style="linearrag").grammar is None

@@ -37,7 +37,11 @@ class Completion:
 
 @runtime_checkable
 class LLM(Protocol):
-    """A chat-completion model. Implementations are thread-safe and bound their own concurrency."""
+    """A chat-completion model. Implementations are thread-safe and bound their own concurrency.
+
+    A provider whose ``supports_grammar`` attribute is true also accepts ``grammar=`` (llama.cpp
+    GBNF text) in :meth:`complete`; :func:`livingrag.generation.qa.generate_answer` uses it.
+    """
 
     name: str
 

@@ -60,6 +60,8 @@ class QAPrompt:
     prompt_id: str
     style: AnswerStyle
     scaffold_id: str | None
+    grammar: str | None = None
+    """The template's output grammar (GBNF), applied by providers that support one (the local model)."""
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,21 @@ def build_qa_prompt(
         )
         scaffold_id = block.id
     messages = template.render(passages=format_passages(passages), scaffold=scaffold_text, question=question.strip())
-    return QAPrompt(messages=messages, prompt_id=template.id, style=style, scaffold_id=scaffold_id)
+    return QAPrompt(
+        messages=messages, prompt_id=template.id, style=style, scaffold_id=scaffold_id, grammar=template.grammar
+    )
 
 
 def generate_answer(llm: LLM, prompt: QAPrompt, *, max_tokens: int | None = None) -> GeneratedAnswer:
-    """Call ``llm`` on ``prompt`` and parse the reply; LLM errors propagate unchanged."""
-    completion = llm.complete(prompt.messages, max_tokens=max_tokens)
+    """Call ``llm`` on ``prompt`` and parse the reply; LLM errors propagate unchanged.
+
+    A provider that declares ``supports_grammar`` (the local model) also gets the template's output
+    grammar, so that a small model cannot stray from the format; servers get the prompt alone.
+    """
+    if prompt.grammar and getattr(llm, "supports_grammar", False):
+        completion = llm.complete(prompt.messages, max_tokens=max_tokens, grammar=prompt.grammar)  # type: ignore[call-arg]
+    else:
+        completion = llm.complete(prompt.messages, max_tokens=max_tokens)
     parsed = parse_answer(completion.text)
     return GeneratedAnswer(
         answer=parsed.answer,

@@ -3,6 +3,8 @@
 Each template is a file ``<name>.v<version>.txt`` in this folder. A file may hold a system part
 and a user part separated by a line ``---user---``; placeholders are ``{name}`` (Python
 ``str.format``; literal braces are doubled). ``get_prompt(name)`` returns the newest version.
+A template may ship an output grammar ``<name>.v<version>.gbnf`` (llama.cpp GBNF) that in-process
+models use to keep the reply in the template's format.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class PromptTemplate:
             msgs.append({"role": "system", "content": self.system.format(**values)})
         msgs.append({"role": "user", "content": self.user.format(**values)})
         return msgs
+
+    @property
+    def grammar(self) -> str | None:
+        """The output grammar ``<name>.v<version>.gbnf`` (llama.cpp GBNF) that ships with this template, if any."""
+        path = _DIR / f"{self.id}.gbnf"
+        return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def render_text(self, **values: object) -> str:
         """Fill a fragment template (one without a system part, e.g. a passage or scaffold block)."""
