@@ -209,7 +209,9 @@ class LLMSettings(_Group):
         "auto: short for provider=local, linearrag for provider=openai.",
     )
     timeout_s: float = Field(
-        default=60.0, gt=0, description="Per-request timeout in seconds (timeouts are not retried)."
+        default=120.0,
+        gt=0,
+        description="Per-request timeout in seconds (not retried); provider=local: a generation past it stops.",
     )
     max_retries: int = Field(default=3, ge=0, le=20, description="Retries on transient errors (with backoff).")
     retry_backoff_s: float = Field(
