@@ -189,18 +189,53 @@ class LLMSettings(_Group):
     provider: Literal["local", "openai"] = Field(
         default="local", description="local: in-process GGUF model; openai: any OpenAI-compatible server."
     )
-    base_url: str | None = Field(default=None, description="OpenAI-compatible server URL (provider=openai).")
-    api_key: SecretStr | None = Field(default=None, description="API key for the OpenAI-compatible server.")
-    model: str = Field(default="qwen2.5-0.5b-instruct", description="Model name, or a GGUF path for provider=local.")
-    timeout_s: float = Field(default=60.0, gt=0, description="Per-call timeout in seconds.")
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 (provider=openai)."
+    )
+    api_key: SecretStr | None = Field(
+        default=None, description="API key for the OpenAI-compatible server (unset: OPENAI_API_KEY, else none)."
+    )
+    model: str = Field(
+        default="qwen2.5-coder-0.5b",
+        description="provider=local: a preset (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF file path; "
+        "provider=openai: the server's model name.",
+    )
+    models_dir: Path | None = Field(
+        default=None, description="Where local model files are assembled (unset: <db.data_dir>/models)."
+    )
+    answer_style: Literal["auto", "linearrag", "short"] = Field(
+        default="auto",
+        description="Answer prompt: linearrag (Thought/Answer), short (Evidence/Answer, for small models); "
+        "auto: short for provider=local, linearrag for provider=openai.",
+    )
+    timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Per-request timeout in seconds (not retried); provider=local: a generation past it stops.",
+    )
     max_retries: int = Field(default=3, ge=0, le=20, description="Retries on transient errors (with backoff).")
-    concurrency: int = Field(default=4, ge=1, le=256, description="Concurrent LLM calls.")
+    retry_backoff_s: float = Field(
+        default=0.5, ge=0, le=60, description="First retry delay; doubles per retry (a Retry-After header wins)."
+    )
+    concurrency: int = Field(default=4, ge=1, le=256, description="Concurrent requests (provider=openai).")
     max_tokens: int = Field(default=256, ge=1, le=32_768, description="Completion token cap.")
     temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
-    threads: int | None = Field(default=None, ge=1, le=256, description="CPU threads for the local model.")
+    threads: int | None = Field(
+        default=None, ge=1, le=256, description="CPU threads for the local model (unset: half the CPUs, at least 1)."
+    )
     context_tokens: int = Field(default=4096, ge=256, le=131_072, description="Context window of the local model.")
     price_prompt_per_m: float = Field(default=0.50, ge=0, description="USD per million prompt tokens.")
     price_completion_per_m: float = Field(default=3.00, ge=0, description="USD per million completion tokens.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (e.g. http://localhost:8000/v1)")
+        return v.rstrip("/")
 
 
 class APISettings(_Group):

@@ -20,6 +20,15 @@ class Completion:
     model: str
     latency_s: float
     finish_reason: str | None = None
+    usage_source: str = "server"
+    """Where the token counts come from: "server" (the API's usage), "tokenizer" (counted with the
+    model's own tokenizer) or "estimate" (the server reported none; about four characters a token)."""
+    attempts: int = 1
+    """HTTP attempts this call took (retries + 1); always 1 for in-process models."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
     def cost_usd(self, price_prompt_per_m: float, price_completion_per_m: float) -> float:
         """cost = prompt_tokens * p_in / 1e6 + completion_tokens * p_out / 1e6."""
@@ -28,7 +37,11 @@ class Completion:
 
 @runtime_checkable
 class LLM(Protocol):
-    """A chat-completion model. Implementations are thread-safe and bound their own concurrency."""
+    """A chat-completion model. Implementations are thread-safe and bound their own concurrency.
+
+    A provider whose ``supports_grammar`` attribute is true also accepts ``grammar=`` (llama.cpp
+    GBNF text) in :meth:`complete`; :func:`livingrag.generation.qa.generate_answer` uses it.
+    """
 
     name: str
 

@@ -1,0 +1,200 @@
+"""Any OpenAI-compatible chat-completions server (OpenAI, vLLM, Ollama, llama.cpp server, ...).
+
+Calls go through the ``openai`` package with its own retries switched off: this module retries
+only transient failures (connection errors, HTTP 408/409/429/5xx) with exponential backoff and
+jitter, honouring a server's ``Retry-After`` header; a client error (400/401/403/404/422) fails at
+once. A timed-out request is not retried (a server that is too slow once is likely to be too slow
+again, and retrying would multiply the wait): it raises :class:`~livingrag.errors.LLMTimeout`.
+A semaphore bounds the requests in flight; it is released while a failed attempt waits for its
+retry. Token usage comes from the server's ``usage`` field; a server that omits it gets an
+estimate (about four characters per token) and ``Completion.usage_source == "estimate"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from livingrag.config import LLMSettings
+from livingrag.errors import ConfigError, LLMError, LLMTimeout, LLMUnavailable
+from livingrag.generation.llm import Completion, Message
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses retried besides every 5xx."""
+
+_MAX_RETRY_AFTER_S = 30.0
+_PLACEHOLDER_KEY = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters per token) for servers that report no usage."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
+    """Estimated prompt tokens of chat messages, with a few tokens of chat-format overhead each."""
+    return sum(estimate_tokens(m.get("content") or "") + 4 for m in messages) + 2
+
+
+def _retry_after(err: openai.APIStatusError) -> float | None:
+    try:
+        value = err.response.headers.get("retry-after")
+        return min(float(value), _MAX_RETRY_AFTER_S) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _server_message(err: openai.APIStatusError) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(getattr(err, "message", "") or err)
+
+
+class OpenAICompatibleLLM:
+    """An :class:`~livingrag.generation.llm.LLM` over an OpenAI-compatible HTTP API.
+
+    Thread-safe: one instance may be shared by every thread; at most ``settings.concurrency``
+    requests are in flight at once.
+    """
+
+    def __init__(self, settings: LLMSettings, *, retry_backoff_s: float | None = None) -> None:
+        key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+        key = key or os.environ.get("OPENAI_API_KEY") or None
+        if not settings.base_url and key is None:
+            raise ConfigError(
+                "llm.provider=openai needs LIVINGRAG_LLM__BASE_URL (an OpenAI-compatible server such as "
+                "http://localhost:8000/v1) or LIVINGRAG_LLM__API_KEY (for api.openai.com)"
+            )
+        self.settings = settings
+        self.model = settings.model
+        self.base_url = settings.base_url or "https://api.openai.com/v1"
+        self.name = f"openai:{settings.model}"
+        self.max_retries = settings.max_retries
+        self.backoff_s = settings.retry_backoff_s if retry_backoff_s is None else retry_backoff_s
+        self._slots = threading.BoundedSemaphore(settings.concurrency)
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=key or _PLACEHOLDER_KEY,
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+        self._warned_no_usage = False
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def count_tokens(self, text: str) -> int:
+        """Estimated tokens of ``text`` (the server's tokenizer is not available client-side)."""
+        return estimate_tokens(text)
+
+    def _backoff(self, attempt: int, err: Exception) -> float:
+        hinted = _retry_after(err) if isinstance(err, openai.APIStatusError) else None
+        if hinted is not None:
+            return hinted
+        base = self.backoff_s * (2**attempt)
+        return min(base, 20.0) * (0.5 + random.random() / 2)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> Completion:
+        """One chat completion; raises LLMTimeout, LLMUnavailable or LLMError (see the module docstring)."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": self.settings.max_tokens if max_tokens is None else max_tokens,
+            "temperature": self.settings.temperature if temperature is None else temperature,
+        }
+        if stop:
+            request["stop"] = list(stop)
+        started = time.perf_counter()
+        attempts = self.max_retries + 1
+        last: Exception | None = None
+        what = ""
+        for attempt in range(attempts):
+            try:
+                with self._slots:
+                    response = self._client.chat.completions.create(**request)
+                return self._completion(response, messages, started, attempt + 1)
+            except openai.APITimeoutError as err:
+                raise LLMTimeout(
+                    f"LLM server {self.base_url} (model {self.model}) did not answer within "
+                    f"{self.settings.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)"
+                ) from err
+            except openai.APIConnectionError as err:
+                last = err
+                what = f"could not connect to LLM server {self.base_url}: {err.__cause__ or err}"
+            except openai.APIStatusError as err:
+                status = err.status_code
+                detail = _server_message(err)
+                if status not in RETRYABLE_STATUS and status < 500:
+                    raise LLMError(self._client_error(status, detail)) from err
+                last = err
+                what = f"LLM server {self.base_url} answered HTTP {status}: {detail}"
+            except openai.OpenAIError as err:  # malformed responses and the like
+                raise LLMError(f"LLM server {self.base_url} gave an unusable response: {err}") from err
+            if attempt + 1 < attempts:
+                delay = self._backoff(attempt, last)
+                log.warning("%s; retry %d of %d in %.2f s", what, attempt + 1, self.max_retries, delay)
+                time.sleep(delay)
+        raise LLMUnavailable(f"{what} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})") from last
+
+    def _client_error(self, status: int, detail: str) -> str:
+        hint = {
+            400: "the server rejected the request",
+            401: "the API key was refused (LIVINGRAG_LLM__API_KEY)",
+            403: "the API key may not use this model (LIVINGRAG_LLM__API_KEY)",
+            404: f"no such model {self.model!r} or wrong base URL (LIVINGRAG_LLM__MODEL, LIVINGRAG_LLM__BASE_URL)",
+            422: "the server could not process the request",
+        }.get(status, "the server refused the request")
+        return f"LLM server {self.base_url} answered HTTP {status}: {hint}: {detail}"
+
+    def _completion(self, response: Any, messages: Sequence[Message], started: float, attempts: int) -> Completion:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise LLMError(f"LLM server {self.base_url} returned no choices for model {self.model}")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        text = (getattr(message, "content", None) or "") if message is not None else ""
+        usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
+        if prompt_tokens is None or completion_tokens is None:
+            if not self._warned_no_usage:
+                log.warning("LLM server %s reports no token usage; counts are estimated", self.base_url)
+                self._warned_no_usage = True
+            prompt_tokens = estimate_prompt_tokens(messages)
+            completion_tokens = estimate_tokens(text)
+            source = "estimate"
+        else:
+            source = "server"
+        return Completion(
+            text=text,
+            prompt_tokens=int(prompt_tokens),
+            completion_tokens=int(completion_tokens),
+            model=getattr(response, "model", None) or self.model,
+            latency_s=time.perf_counter() - started,
+            finish_reason=getattr(choice, "finish_reason", None),
+            usage_source=source,
+            attempts=attempts,
+        )

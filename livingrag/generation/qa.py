@@ -1,0 +1,152 @@
+"""The answer step: render the QA prompt (passages + optional scaffold, eq. 14), call the LLM, parse.
+
+Two prompt styles, both named, versioned templates in ``prompts/``:
+
+* ``linearrag`` (``qa_linearrag``): LinearRAG's reading-comprehension prompt; the model reasons
+  after "Thought:" and ends with "Answer:". Suits capable models (an OpenAI-compatible server).
+* ``short`` (``qa_short``): one "Evidence:" line and one "Answer:" line. Suits the small offline
+  models, which loop or drop the "Answer:" line on long chain-of-thought, and costs far fewer
+  completion tokens; the evidence line still gives the experience store an explanation to keep.
+
+The scaffold (``scaffold`` template) is a related question answered earlier, with its key
+reasoning and answer, marked as a reference that may not apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from livingrag.config import LLMSettings
+from livingrag.generation.answer import ParsedAnswer, parse_answer
+from livingrag.generation.llm import LLM, Completion, Message
+from livingrag.generation.prompts import get_prompt
+
+__all__ = [
+    "AnswerStyle",
+    "GeneratedAnswer",
+    "QAPrompt",
+    "Scaffold",
+    "build_qa_prompt",
+    "format_passages",
+    "generate_answer",
+    "resolve_answer_style",
+]
+
+AnswerStyle = Literal["linearrag", "short"]
+_TEMPLATE: dict[str, str] = {"linearrag": "qa_linearrag", "short": "qa_short"}
+
+
+class PassageLike(Protocol):
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """A stored experience shown to the model as a reference: its question, key reasoning, answer."""
+
+    question: str
+    reasoning: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class QAPrompt:
+    """Rendered chat messages and which templates produced them (for the query log)."""
+
+    messages: list[Message]
+    prompt_id: str
+    style: AnswerStyle
+    scaffold_id: str | None
+    grammar: str | None = None
+    """The template's output grammar (GBNF), applied by providers that support one (the local model)."""
+
+
+@dataclass(frozen=True)
+class GeneratedAnswer:
+    """The parsed answer, the explanation before it, and the raw completion with its token counts."""
+
+    answer: str
+    explanation: str
+    marker_found: bool
+    completion: Completion
+    prompt: QAPrompt
+
+    @property
+    def parsed(self) -> ParsedAnswer:
+        return ParsedAnswer(self.answer, self.explanation, self.marker_found, self.completion.text)
+
+
+def resolve_answer_style(settings: LLMSettings) -> AnswerStyle:
+    """``settings.answer_style``, with ``auto`` meaning short for the local model, linearrag otherwise."""
+    if settings.answer_style == "auto":
+        return "short" if settings.provider == "local" else "linearrag"
+    return settings.answer_style
+
+
+def format_passages(passages: Sequence[PassageLike | str], *, version: int | None = None) -> str:
+    """Number the passages with the ``passage`` template ([1] title / text), separated by blank lines."""
+    template = get_prompt("passage", version)
+    blocks = []
+    for i, p in enumerate(passages, start=1):
+        title, text = ("", p) if isinstance(p, str) else (p.title or "", p.text)
+        block = template.render_text(index=i, title=title.strip(), text=text.strip()).strip()
+        if not title.strip():  # an untitled passage: "[1] text" rather than an empty title line
+            block = block.replace(f"[{i}] \n", f"[{i}] ", 1)
+        blocks.append(block)
+    return "\n\n".join(blocks) + "\n"
+
+
+def build_qa_prompt(
+    question: str,
+    passages: Sequence[PassageLike | str],
+    *,
+    scaffold: Scaffold | None = None,
+    style: AnswerStyle = "linearrag",
+    version: int | None = None,
+) -> QAPrompt:
+    """Messages for one question: passages, then the scaffold block when given, then the question."""
+    if style not in _TEMPLATE:
+        from livingrag.errors import InvalidInput
+
+        raise InvalidInput(f"unknown answer style {style!r}; use one of {', '.join(_TEMPLATE)}")
+    template = get_prompt(_TEMPLATE[style], version)
+    scaffold_text = ""
+    scaffold_id = None
+    if scaffold is not None:
+        block = get_prompt("scaffold")
+        scaffold_text = (
+            block.render_text(
+                question=" ".join(scaffold.question.split()),
+                reasoning=" ".join(scaffold.reasoning.split()) or "(none recorded)",
+                answer=" ".join(scaffold.answer.split()),
+            ).strip()
+            + "\n\n"
+        )
+        scaffold_id = block.id
+    messages = template.render(passages=format_passages(passages), scaffold=scaffold_text, question=question.strip())
+    return QAPrompt(
+        messages=messages, prompt_id=template.id, style=style, scaffold_id=scaffold_id, grammar=template.grammar
+    )
+
+
+def generate_answer(llm: LLM, prompt: QAPrompt, *, max_tokens: int | None = None) -> GeneratedAnswer:
+    """Call ``llm`` on ``prompt`` and parse the reply; LLM errors propagate unchanged.
+
+    A provider that declares ``supports_grammar`` (the local model) also gets the template's output
+    grammar, so that a small model cannot stray from the format; servers get the prompt alone.
+    """
+    if prompt.grammar and getattr(llm, "supports_grammar", False):
+        completion = llm.complete(prompt.messages, max_tokens=max_tokens, grammar=prompt.grammar)  # type: ignore[call-arg]
+    else:
+        completion = llm.complete(prompt.messages, max_tokens=max_tokens)
+    parsed = parse_answer(completion.text)
+    return GeneratedAnswer(
+        answer=parsed.answer,
+        explanation=parsed.explanation,
+        marker_found=parsed.marker_found,
+        completion=completion,
+        prompt=prompt,
+    )

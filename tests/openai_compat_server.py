@@ -1,0 +1,133 @@
+"""A small, real OpenAI-compatible HTTP server for tests: ``POST /v1/chat/completions`` on loopback.
+
+It answers deterministically (``Answer: <last user message, reversed word order>``), reports
+usage as word counts, and follows a script of per-request behaviours so that tests can provoke
+HTTP errors, missing usage and slow answers. It records every request it received and the
+largest number of requests it was serving at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """What the server does for one request."""
+
+    status: int = 200
+    delay_s: float = 0.0
+    usage: bool = True
+    choices: bool = True
+    headers: dict[str, str] = field(default_factory=dict)
+    error_message: str = "scripted failure"
+
+
+def reply_for(messages: list[dict[str, Any]]) -> str:
+    """The deterministic reply: the last user message's words in reverse order after "Answer: "."""
+    user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    words = (user[-1] if user else "").split()
+    return "Answer: " + " ".join(reversed(words))
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class OpenAICompatServer:
+    """Start with ``with OpenAICompatServer() as srv:``; ``srv.base_url`` ends in ``/v1``."""
+
+    def __init__(self, *, default_delay_s: float = 0.0) -> None:
+        self.default = Step(delay_s=default_delay_s)
+        self.script: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep pytest output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
+                    step = server.script.popleft() if server.script else server.default
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if step.delay_s:
+                        time.sleep(step.delay_s)
+                    if self.path.rstrip("/") != "/v1/chat/completions":
+                        self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    elif step.status != 200:
+                        self._send(step.status, {"error": {"message": step.error_message, "code": step.status}}, step)
+                    else:
+                        self._send(200, server._completion(body, step), step)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _send(self, status: int, payload: dict[str, Any], step: Step | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in (step.headers if step else {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-compat-server", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def _completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
+        messages = body.get("messages") or []
+        text = reply_for(messages)
+        out: dict[str, Any] = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "unknown"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"},
+            ]
+            if step.choices
+            else [],
+        }
+        if step.usage:
+            prompt = sum(words(m.get("content") or "") for m in messages)
+            out["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": words(text),
+                "total_tokens": prompt + words(text),
+            }
+        return out
+
+    def __enter__(self) -> OpenAICompatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,118 @@
+"""The local provider: the packaged Qwen GGUF model, run in-process with llama-cpp-python.
+
+Slow: the first run joins and verifies the model file (seconds) under the default data folder,
+which later runs and the demo reuse; a short completion then takes a few seconds on 2 cores.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from livingrag.config import LLMSettings, default_data_dir
+from livingrag.errors import LLMError, LLMTimeout
+from livingrag.generation.llm import LLM
+from livingrag.generation.providers import build_llm
+from livingrag.generation.providers.local import LocalLLM
+from livingrag.generation.qa import build_qa_prompt, generate_answer
+
+pytestmark = pytest.mark.slow
+
+MODEL = "qwen2.5-coder-0.5b"  # the smaller preset keeps the test quick; the same code runs both
+
+
+@pytest.fixture(scope="module")
+def llm() -> LocalLLM:
+    settings = LLMSettings(provider="local", model=MODEL, max_tokens=16, timeout_s=120, context_tokens=1024)
+    model = build_llm(settings, data_dir=default_data_dir())
+    assert isinstance(model, LocalLLM)
+    return model.load()
+
+
+def test_local_model_answers_a_tiny_prompt(llm: LocalLLM) -> None:
+    assert isinstance(llm, LLM)
+    messages = [{"role": "user", "content": "What is the capital of France? Reply with one word."}]
+    c = llm.complete(messages)
+    assert "paris" in c.text.lower()
+    assert c.usage_source == "tokenizer" and c.attempts == 1
+    assert 10 < c.prompt_tokens < 60  # the question plus Qwen's chat template
+    assert 1 <= c.completion_tokens <= 16
+    assert c.model == f"local:{MODEL}" and c.latency_s > 0
+    assert llm.model_path is not None and llm.model_path.name.endswith(".gguf")
+
+
+def test_greedy_decoding_is_deterministic_and_respects_max_tokens(llm: LocalLLM) -> None:
+    messages = [{"role": "user", "content": "Count from one to fifty in words, separated by commas."}]
+    a = llm.complete(messages, max_tokens=8)
+    b = llm.complete(messages, max_tokens=8)
+    assert a.text == b.text
+    assert a.completion_tokens == 8 and a.finish_reason == "length"
+
+
+def test_token_counts_use_the_models_tokenizer(llm: LocalLLM) -> None:
+    assert llm.count_tokens("Hello world") == 2
+    assert llm.count_tokens("") == 0
+
+
+def test_qa_prompt_end_to_end_follows_the_grammar(llm: LocalLLM) -> None:
+    prompt = build_qa_prompt(
+        "Where was the director of Film Alpha born?",
+        ["Film Alpha is a 1961 drama directed by Mira Okafor.", "Mira Okafor was born in Lagos in 1920."],
+        style="short",
+    )
+    assert prompt.grammar
+    out = generate_answer(llm, prompt, max_tokens=48)
+    assert out.completion.text.startswith("Evidence: ") and "\nAnswer: " in out.completion.text
+    assert out.marker_found and out.explanation
+    assert "lagos" in out.answer.lower()
+    assert out.completion.prompt_tokens > 50
+
+
+def test_grammar_constrains_the_reply(llm: LocalLLM) -> None:
+    c = llm.complete([{"role": "user", "content": "Is Paris in France?"}], grammar='root ::= "yes" | "no"')
+    assert c.text in ("yes", "no")
+    with pytest.raises(LLMError, match="invalid output grammar"):
+        llm.complete([{"role": "user", "content": "hi"}], grammar="root ::= (")
+
+
+def test_calls_from_many_threads_are_serialised(llm: LocalLLM) -> None:
+    messages = [{"role": "user", "content": "Say OK."}]
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(llm.complete(messages, max_tokens=3).text)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and len(results) == 3 and len(set(results)) == 1
+
+
+def test_generation_past_the_timeout_raises_llm_timeout() -> None:
+    settings = LLMSettings(provider="local", model=MODEL, timeout_s=0.01, context_tokens=512)
+    slow = build_llm(settings, data_dir=default_data_dir())
+    with pytest.raises(LLMTimeout, match=r"did not finish within 0.01 s"):
+        slow.complete([{"role": "user", "content": "Write a long story."}], max_tokens=200)
+
+
+def test_timeout_under_a_grammar_ends_cleanly() -> None:
+    """Regression: ending generation must not force a token that the grammar forbids (llama.cpp aborts)."""
+    settings = LLMSettings(provider="local", model=MODEL, timeout_s=0.01, context_tokens=512)
+    slow = build_llm(settings, data_dir=default_data_dir())
+    grammar = 'root ::= "Evidence: " [^\\n]+ "\\nAnswer: " [^\\n]+'
+    with pytest.raises(LLMTimeout):
+        slow.complete([{"role": "user", "content": "Tell me about Paris."}], max_tokens=64, grammar=grammar)  # type: ignore[call-arg]
+
+
+def test_prompt_longer_than_the_context_is_a_clear_error() -> None:
+    settings = LLMSettings(provider="local", model=MODEL, context_tokens=256)
+    small = build_llm(settings, data_dir=default_data_dir())
+    with pytest.raises(LLMError, match="LIVINGRAG_LLM__CONTEXT_TOKENS"):
+        small.complete([{"role": "user", "content": "word " * 400}], max_tokens=4)
