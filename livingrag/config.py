@@ -103,6 +103,11 @@ class ModelSettings(_Group):
     title_entities: bool = Field(
         default=True, description="Index a record's title (parenthetical removed) as an entity of its passages."
     )
+    sentence_embeddings: Literal["late", "separate"] = Field(
+        default="late",
+        description="late: a sentence's vector is the mean of its token vectors in the passage's forward pass "
+        "(no extra model time); separate: each sentence is embedded on its own.",
+    )
     index_batch_size: int = Field(
         default=256, ge=1, le=100_000, description="Passages written per indexing transaction."
     )
@@ -138,6 +143,9 @@ class RetrievalSettings(_Group):
     top_k: int = Field(default=5, ge=1, le=100, description="Passages given to the answer prompt.")
     min_link_score: float = Field(
         default=0.0, ge=-1, le=1, description="Question mentions whose best entity cosine is lower stay unlinked."
+    )
+    question_gazetteer: bool = Field(
+        default=True, description="Also link question spans that name a graph entity exactly (besides NER)."
     )
 
 

@@ -121,3 +121,9 @@ class HashEmbedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+    def encode_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *, batch_size: int | None = None
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        vecs = self.encode(texts)
+        return vecs, [[self.encode([t[a:b]])[0] for a, b in sp] for t, sp in zip(texts, spans, strict=True)]

@@ -230,3 +230,22 @@ def test_rank_passages_dense_fallback_and_length_norm() -> None:
     assert r.dense_fallback and r.final_activation == {}
     assert r.passages.tolist() == [2, 3, 1, 0]
     np.testing.assert_allclose(r.scores, [1.0, 0.8, 0.6, 0.0], atol=1e-7)
+
+
+def test_gazetteer_finds_exact_entity_spans() -> None:
+    from livingrag.corpus.normalize import normalize_entity as norm
+    from livingrag.retrieval.linking import gazetteer_mentions, merge_mentions
+
+    keys = {"lothair ii": 0, "3 dots": 1, "dying god": 2, "inherent vice": 3, "wanted 18": 4, "dots": 5}
+    q = "Which film came out first, 3 Dots or Dying God?"
+    assert gazetteer_mentions(q, keys, norm) == [("3 Dots", 27, 33), ("Dying God?", 37, 47)]
+    assert [t for t, _, _ in gazetteer_mentions("When did Lothair Ii's mother die?", keys, norm)] == ["Lothair Ii's"]
+    # a span must start and end capitalised and not start with a question word or article
+    assert gazetteer_mentions("where are the 3 dots?", keys, norm) == []
+    assert [t for t, _, _ in gazetteer_mentions("Who directed The Wanted 18?", keys, norm)] == ["Wanted 18?"]
+    assert gazetteer_mentions(q, keys, norm, skip=lambda row: row == 1) == [("Dots", 29, 33), ("Dying God?", 37, 47)]
+    # NER's partial reading is replaced by the exact span; exact NER mentions stay
+    q2 = "When did Lothair Ii's mother die in Dying God?"
+    spans = gazetteer_mentions(q2, keys, norm)
+    merged = merge_mentions(q2, ["Lothair Ii's mother", "Dying God"], spans, keys, norm)
+    assert merged == ["Dying God", "Lothair Ii's"]

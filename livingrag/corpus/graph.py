@@ -151,6 +151,7 @@ class CorpusIndexer:
         batch_size: int = 256,
         embedding_batch_size: int = 64,
         title_entities: bool = True,
+        sentence_embeddings: str = "late",
         progress: Progress | None = None,
     ) -> None:
         self.db = db
@@ -163,6 +164,7 @@ class CorpusIndexer:
         self.batch_size = batch_size
         self.embedding_batch_size = embedding_batch_size
         self.title_entities = title_entities
+        self.sentence_embeddings = sentence_embeddings
         self.progress: Progress = progress or NullProgress()
 
     # ------------------------------------------------------------------ models (lazy)
@@ -254,6 +256,54 @@ class CorpusIndexer:
                 self.progress.advance(bar, int(done) - before)
         return out
 
+    def _embed_passages(
+        self, drafts: Sequence[PassageDraft], graphs: Sequence[PassageGraph], bar: object = None
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Passage vectors and, per passage, the vectors of its bridged sentences (in order).
+
+        ``late`` sentence embeddings come from the passage's own forward pass (the mean of the
+        sentence's contextual token vectors, :meth:`Embedder.encode_with_spans`), so sentences
+        cost no extra model time; a sentence the model cut off, or that cannot be located in the
+        text, is embedded on its own, as every sentence is with ``separate``.
+        """
+        texts = [embedding_text(d.title, d.text) for d in drafts]
+        dim = self.corpus.embedding_dim
+        if self.sentence_embeddings == "separate":
+            sent = [g.sentences[i] for g in graphs for i in g.bridged]
+            vecs = self._embed(texts + sent, bar, per_text=len(drafts) / max(len(texts) + len(sent), 1))
+            bounds = np.cumsum([len(texts)] + [len(g.bridged) for g in graphs])
+            return vecs[: len(texts)], [vecs[bounds[i] : bounds[i + 1]] for i in range(len(graphs))]
+        spans = [
+            _sentence_spans(d.text, [g.sentences[i] for i in g.bridged], len(texts[k]) - len(d.text))
+            for k, (d, g) in enumerate(zip(drafts, graphs, strict=True))
+        ]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        p_vecs = np.zeros((len(texts), dim), dtype=np.float32)
+        s_vecs: list[np.ndarray] = [np.zeros((len(g.bridged), dim), dtype=np.float32) for g in graphs]
+        missing: list[tuple[int, int, str]] = []
+        step = self.embedding_batch_size * 2
+        for c in range(0, len(order), step):
+            idx = order[c : c + step]
+            pv, sv = self.embedder.encode_with_spans(
+                [texts[i] for i in idx], [[sp for sp in spans[i] if sp is not None] for i in idx],
+                batch_size=self.embedding_batch_size,
+            )  # fmt: skip
+            p_vecs[idx] = pv
+            for row, i in enumerate(idx):
+                it = iter(sv[row])
+                for j, sp in enumerate(spans[i]):
+                    v = next(it) if sp is not None else None
+                    if v is None:
+                        missing.append((i, j, graphs[i].sentences[graphs[i].bridged[j]]))
+                    else:
+                        s_vecs[i][j] = v
+            self.progress.advance(bar, len(idx))
+        if missing:
+            vecs = self._embed([m[2] for m in missing])
+            for (i, j, _), v in zip(missing, vecs, strict=True):
+                s_vecs[i][j] = v
+        return p_vecs, s_vecs
+
     def _index_batch(self, drafts: list[PassageDraft], report: IndexReport, bars: dict[str, object]) -> None:
         t = time.perf_counter()
         graphs = self._extract(drafts, bars["ner"])
@@ -264,21 +314,13 @@ class CorpusIndexer:
         with self.db.tenant_session(self.tenant_id) as s:
             known = repo.existing_entity_keys(s, self.corpus.id, keys)
         new_keys = [k for k in keys if k not in known]
-        sent_texts: list[str] = []
-        for g in graphs:
-            sent_texts.extend(g.sentences[i] for i in g.bridged)
-        texts = [embedding_text(d.title, d.text) for d in drafts] + sent_texts + new_keys
         report.add_time("plan", time.perf_counter() - t)
         t = time.perf_counter()
-        vecs = self._embed(texts, bars["embed"], per_text=len(drafts) / max(len(texts), 1))
+        p_vecs, s_vecs = self._embed_passages(drafts, graphs, bars["embed"])
+        k_vecs = dict(zip(new_keys, self._embed(new_keys), strict=True))
         report.add_time("embed", time.perf_counter() - t)
 
         t = time.perf_counter()
-        p_vecs = vecs[: len(drafts)]
-        s_all = vecs[len(drafts) : len(drafts) + len(sent_texts)]
-        bounds = np.cumsum([0] + [len(g.bridged) for g in graphs])
-        s_vecs = [s_all[bounds[i] : bounds[i + 1]] for i in range(len(graphs))]
-        k_vecs = dict(zip(new_keys, vecs[len(drafts) + len(sent_texts) :], strict=True))
         with self.db.tenant_session(self.tenant_id) as s:
             repo.lock_corpus(s, self.corpus.id)
             present = repo.existing_hashes(s, self.corpus.id, [d.content_hash for d in drafts])
@@ -403,12 +445,11 @@ class CorpusIndexer:
         with self.db.tenant_session(self.tenant_id) as s:
             known = repo.existing_entity_keys(s, self.corpus.id, sorted(g.mentions))
         new_keys = [k for k in sorted(g.mentions) if k not in known]
-        sent_texts = [g.sentences[i] for i in g.bridged]
-        vecs = self._embed([embedding_text(new_title, new_text), *sent_texts, *new_keys])
-        p_vec, s_vecs = vecs[0], vecs[1 : 1 + len(sent_texts)]
-        k_vecs = dict(zip(new_keys, vecs[1 + len(sent_texts) :], strict=True))
         draft = PassageDraft(new_title, new_text, old.doc_key or "", old.chunk_index, old.external_id, 0, h, "update")
-        batch = self._batch_rows([draft], [g], p_vec[None, :], [s_vecs], k_vecs)
+        p_vecs, s_vecs = self._embed_passages([draft], [g])
+        p_vec = p_vecs[0]
+        k_vecs = dict(zip(new_keys, self._embed(new_keys), strict=True))
+        batch = self._batch_rows([draft], [g], p_vecs, s_vecs, k_vecs)
         row = repo.PassageRow(
             title=new_title,
             text=new_text,
@@ -463,6 +504,22 @@ class CorpusIndexer:
             corpora.bump_version(s, self.corpus.id)
             fire_passage_change(s, self.corpus.id, deleted, "deleted")
         return deleted
+
+
+def _sentence_spans(text: str, sentences: Sequence[str], offset: int) -> list[tuple[int, int] | None]:
+    """Character spans of ``sentences`` in ``text`` (searched in order), shifted by ``offset``."""
+    out: list[tuple[int, int] | None] = []
+    pos = 0
+    for sent in sentences:
+        i = text.find(sent, pos) if sent else -1
+        if i < 0:
+            i = text.find(sent) if sent else -1
+        if i < 0:
+            out.append(None)
+            continue
+        out.append((offset + i, offset + i + len(sent)))
+        pos = i + len(sent)
+    return out
 
 
 def _display_name(forms: Counter[str]) -> str:

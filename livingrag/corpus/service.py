@@ -71,6 +71,7 @@ def create_corpus(db: Database, tenant_id: int, name: str, settings: Settings) -
                 "chunk_tokens": m.chunk_tokens,
                 "chunk_overlap": m.chunk_overlap,
                 "title_entities": m.title_entities,
+                "sentence_embeddings": m.sentence_embeddings,
             },
         )
 
@@ -112,6 +113,7 @@ def indexer(
         chunk_tokens=int(stored.get("chunk_tokens", m.chunk_tokens)),
         chunk_overlap=int(stored.get("chunk_overlap", m.chunk_overlap)),
         title_entities=bool(stored.get("title_entities", m.title_entities)),
+        sentence_embeddings=str(stored.get("sentence_embeddings", m.sentence_embeddings)),
         batch_size=m.index_batch_size,
         embedding_batch_size=m.embedding_batch_size,
         progress=progress,

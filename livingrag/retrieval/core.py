@@ -3,7 +3,7 @@
     seeds (a_base, or a0 of eq. 8)
       -> semantic bridging (propagation.py)           entity weights, scores, tiers
       -> passage reset (scoring.py)                    dense term + entity bonus from the mention matrix
-      -> Personalized PageRank (ppr.py)                reset = entity weights ++ passage resets
+      -> Personalized PageRank (ppr.py, BipartitePPR)  reset = entity weights ++ passage resets
       -> eq. 27 length normalisation, ranking
 
 With no seed, passages are ranked by the dense score alone (LinearRAG's fallback).
@@ -19,7 +19,6 @@ import numpy as np
 
 from livingrag.retrieval.graph import CorpusGraph
 from livingrag.retrieval.params import RetrievalParams
-from livingrag.retrieval.ppr import personalized_pagerank
 from livingrag.retrieval.propagation import semantic_bridging
 from livingrag.retrieval.scoring import dense_scores, entity_bonus, length_normalize, passage_reset, top_k
 
@@ -85,14 +84,7 @@ def rank_passages(
     t3 = time.perf_counter()
     timings["passage_scoring_ms"] = (t3 - t2) * 1000
 
-    ppr = personalized_pagerank(
-        graph.transition,
-        reset,
-        damping=params.damping,
-        tol=params.ppr_tol,
-        max_iter=params.ppr_max_iter,
-        dangling=graph.dangling,
-    )
+    ppr = graph.ppr.solve(reset, damping=params.damping, tol=params.ppr_tol, max_iter=params.ppr_max_iter)
     scores = length_normalize(ppr.scores[graph.n_entities :], graph.passage_lengths, params.length_norm_b)
     order = top_k(scores, k)
     timings["ppr_ms"] = (time.perf_counter() - t3) * 1000

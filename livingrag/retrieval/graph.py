@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from livingrag.retrieval.ppr import BipartitePPR
+
 
 @dataclass(frozen=True, eq=False)
 class CorpusGraph:
@@ -49,6 +51,7 @@ class CorpusGraph:
     mention_log: sp.csr_matrix
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool (n,), nodes without edges
+    ppr: BipartitePPR = field(repr=False)  # the walk, pre-arranged for the fast solver
     key_to_entity: dict[str, int] = field(repr=False)
     id_to_entity: dict[int, int] = field(repr=False)
     id_to_passage: dict[int, int] = field(repr=False)
@@ -157,6 +160,7 @@ class CorpusGraph:
             mention_log=mention_log,
             transition=transition,
             dangling=dangling,
+            ppr=BipartitePPR.build(transition, n_e, dangling),
             key_to_entity={k: i for i, k in enumerate(keys)},
             id_to_entity={int(e): i for i, e in enumerate(ids)},
             id_to_passage={int(p): i for i, p in enumerate(pids)},

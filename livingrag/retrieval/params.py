@@ -26,6 +26,7 @@ class RetrievalParams:
     length_norm_b: float = 0.0
     top_k: int = 5
     min_link_score: float = 0.0
+    question_gazetteer: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -66,4 +66,120 @@ def personalized_pagerank(
     return PPRResult(p, max_iter, False, residual)
 
 
-__all__ = ["PPRResult", "personalized_pagerank"]
+@dataclass(frozen=True, eq=False)
+class BipartitePPR:
+    """The same Personalized PageRank, solved faster on the passage-entity graph's structure.
+
+    Two exact transformations of p = (1 - d) r + d (T p + D r) (D = dangling mass):
+
+    1. Leaf elimination. An entity e mentioned by one passage q only (most entities) has
+       T[q, e] = 1 and p_e = (1 - d) r_e + d T[e, q] p_q + d D r_e. Substituting it into q's row
+       removes e: q's reset becomes r_q + d * sum_e r_e and q gains the self-loop d * sum_e T[e, q].
+    2. Gauss-Seidel sweeps. The rest is bipartite (kept entities <-> passages) plus passage links,
+       so updating the entities first and the passages from the new entity values converges at
+       rate d^2 per sweep instead of d per Jacobi iteration.
+
+    The fixed point is the one of :func:`personalized_pagerank` (tests compare both); leaf scores
+    are recovered at the end, so :meth:`solve` returns every node's score. The stopping rule is
+    the L1 change of the kept nodes per sweep.
+    """
+
+    n_entities: int
+    n_nodes: int
+    kept: np.ndarray  # entity rows kept (not leaves)
+    leaves: np.ndarray  # entity rows eliminated
+    leaf_passage: np.ndarray  # passage row (0-based among passages) of each leaf
+    leaf_weight: np.ndarray  # T[leaf, its passage]
+    e_from_p: sp.csr_matrix  # T[kept entities, passages]
+    p_from_e: sp.csr_matrix  # T[passages, kept entities]
+    p_from_p: sp.csr_matrix | None  # T[passages, passages] (chunk links), None when empty
+    self_loop: np.ndarray  # d-free part of the passage self-loop: sum over its leaves of T[e, q]
+    leaf_to_passage: sp.csr_matrix  # (n_p x n_leaves) 0/1: which passage each leaf hangs on
+    dangling_passages: np.ndarray  # passage rows without edges
+    dangling_entities: np.ndarray  # kept-entity positions without edges (only possible for isolated rows)
+
+    @classmethod
+    def build(cls, transition: sp.csr_matrix, n_entities: int, dangling: np.ndarray) -> BipartitePPR:
+        t = transition.tocsc()
+        n = t.shape[0]
+        n_p = n - n_entities
+        # entity columns: T[:, e] is nonzero exactly at the passages mentioning e
+        col_nnz = np.diff(t.indptr)[:n_entities]
+        leaves = np.flatnonzero(col_nnz == 1)
+        kept = np.flatnonzero(col_nnz != 1)
+        tr = transition.tocsr()
+        leaf_passage = np.array([t.indices[t.indptr[e]] - n_entities for e in leaves], dtype=np.int64)
+        leaf_weight = np.asarray(tr[leaves][:, n_entities:].sum(axis=1)).ravel() if len(leaves) else np.zeros(0)
+        if len(leaves) and (leaf_passage < 0).any():
+            raise ValueError("an entity is linked to another entity: not a passage-entity graph")
+        self_loop = np.bincount(leaf_passage, weights=leaf_weight, minlength=n_p).astype(np.float64)
+        passages = np.arange(n_entities, n)
+        e_from_p = tr[kept][:, passages].tocsr()
+        p_rows = tr[passages]
+        p_from_e = p_rows[:, kept].tocsr()
+        p_from_p = p_rows[:, passages].tocsr()
+        leaf_to_passage = sp.csr_matrix(
+            (np.ones(len(leaves)), (leaf_passage, np.arange(len(leaves)))), shape=(n_p, len(leaves))
+        )
+        dangling = np.asarray(dangling, dtype=bool)
+        return cls(
+            n_entities=n_entities,
+            n_nodes=n,
+            kept=kept,
+            leaves=leaves,
+            leaf_passage=leaf_passage,
+            leaf_weight=leaf_weight,
+            e_from_p=e_from_p,
+            p_from_e=p_from_e,
+            p_from_p=p_from_p if p_from_p.nnz else None,
+            self_loop=self_loop,
+            leaf_to_passage=leaf_to_passage,
+            dangling_passages=np.flatnonzero(dangling[n_entities:]),
+            dangling_entities=np.flatnonzero(dangling[:n_entities][kept]),
+        )
+
+    def solve(self, reset: np.ndarray, *, damping: float = 0.5, tol: float = 1e-7, max_iter: int = 100) -> PPRResult:
+        """Scores of every node (entities first), as :func:`personalized_pagerank` defines them."""
+        if not 0.0 < damping < 1.0:
+            raise ValueError(f"damping must lie in (0, 1), got {damping}")
+        d = damping
+        r = np.asarray(reset, dtype=np.float64)
+        r = np.where(np.isnan(r) | (r < 0), 0.0, r)
+        total = r.sum()
+        if total <= 0:
+            return PPRResult(np.zeros_like(r), 0, True, 0.0)
+        r = r / total
+        ne = self.n_entities
+        r_leaf = r[self.leaves]
+        r_e = r[self.kept]
+        r_p = r[ne:] + d * (self.leaf_to_passage @ r_leaf)
+        loop = d * self.self_loop
+        p_p = r_p.copy()
+        p_e = r_e.copy()
+        has_dangling = len(self.dangling_passages) or len(self.dangling_entities)
+        residual = float("inf")
+        k = 0
+        converged = False
+        for k in range(1, max_iter + 1):  # noqa: B007
+            dmass = (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum()) if has_dangling else 0.0
+            new_e = (1.0 - d + d * dmass) * r_e + d * (self.e_from_p @ p_p)
+            nxt = self.p_from_e @ new_e
+            if self.p_from_p is not None:
+                nxt += self.p_from_p @ p_p
+            nxt += loop * p_p
+            nxt *= d
+            nxt += (1.0 - d + d * dmass) * r_p
+            residual = float(np.abs(new_e - p_e).sum() + np.abs(nxt - p_p).sum())
+            p_e, p_p = new_e, nxt
+            if residual < tol:
+                converged = True
+                break
+        dmass = (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum()) if has_dangling else 0.0
+        out = np.empty(self.n_nodes, dtype=np.float64)
+        out[self.kept] = p_e
+        out[ne:] = p_p
+        out[self.leaves] = (1.0 - d + d * dmass) * r_leaf + d * self.leaf_weight * p_p[self.leaf_passage]
+        return PPRResult(out, k, converged, residual)
+
+
+__all__ = ["BipartitePPR", "PPRResult", "personalized_pagerank"]

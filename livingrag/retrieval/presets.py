@@ -34,6 +34,7 @@ _SHARED_FIELDS = (
     "length_norm_b",
     "top_k",
     "min_link_score",
+    "question_gazetteer",
 )
 
 
