@@ -249,3 +249,24 @@ def test_gazetteer_finds_exact_entity_spans() -> None:
     spans = gazetteer_mentions(q2, keys, norm)
     merged = merge_mentions(q2, ["Lothair Ii's mother", "Dying God"], spans, keys, norm)
     assert merged == ["Dying God", "Lothair Ii's"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bipartite_ppr_has_the_same_fixed_point(seed: int) -> None:
+    from livingrag.retrieval.ppr import BipartitePPR
+
+    rng = np.random.default_rng(seed)
+    n_p, n_e = 25, 40
+    m = (rng.random((n_p, n_e)) < 0.06) * rng.integers(1, 4, size=(n_p, n_e))
+    m[0, :] = 0  # an isolated passage (dangling)
+    links = np.array([[1, 2, 1.0], [2, 3, 1.0], [7, 8, 1.0]])
+    t, dangling = transition_matrix(sp.csr_matrix(m.astype(np.float32)), links)
+    reset = rng.random(n_e + n_p) * (rng.random(n_e + n_p) < 0.5)
+    plain = personalized_pagerank(t, reset, damping=0.5, tol=1e-15, max_iter=1000, dangling=dangling)
+    fast = BipartitePPR.build(t, n_e, dangling).solve(reset, damping=0.5, tol=1e-15, max_iter=1000)
+    np.testing.assert_allclose(fast.scores, plain.scores, rtol=0, atol=1e-14)
+    assert fast.iterations < plain.iterations
+    # the exact two-node case through the fast path: an entity hanging on one passage
+    t2, d2 = transition_matrix(sp.csr_matrix(np.array([[1.0]], dtype=np.float32)), np.zeros((0, 3)))
+    two = BipartitePPR.build(t2, 1, d2).solve(np.array([1.0, 0.0]), tol=1e-15)
+    np.testing.assert_allclose(two.scores, [2 / 3, 1 / 3], atol=1e-14)

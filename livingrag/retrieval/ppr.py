@@ -13,7 +13,7 @@ tol * d / (1 - d). Scores sum to 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -97,6 +97,7 @@ class BipartitePPR:
     leaf_to_passage: sp.csr_matrix  # (n_p x n_leaves) 0/1: which passage each leaf hangs on
     dangling_passages: np.ndarray  # passage rows without edges
     dangling_entities: np.ndarray  # kept-entity positions without edges (only possible for isolated rows)
+    _cache: dict[float, tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, transition: sp.csr_matrix, n_entities: int, dangling: np.ndarray) -> BipartitePPR:
@@ -138,6 +139,18 @@ class BipartitePPR:
             dangling_entities=np.flatnonzero(dangling[:n_entities][kept]),
         )
 
+    def _scaled(self, damping: float) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+        """d * T blocks (the passage self-loop d * d * S folded into the passage-passage block)."""
+        cached = self._cache.get(damping)
+        if cached is None:
+            d = damping
+            pp = self.p_from_p if self.p_from_p is not None else sp.csr_matrix(self.p_from_e.shape[:1] * 2)
+            pp = (d * pp + sp.diags(d * d * self.self_loop)).tocsr()
+            pp.eliminate_zeros()
+            cached = ((d * self.e_from_p).tocsr(), (d * self.p_from_e).tocsr(), pp)
+            self._cache[damping] = cached
+        return cached
+
     def solve(self, reset: np.ndarray, *, damping: float = 0.5, tol: float = 1e-7, max_iter: int = 100) -> PPRResult:
         """Scores of every node (entities first), as :func:`personalized_pagerank` defines them."""
         if not 0.0 < damping < 1.0:
@@ -153,33 +166,55 @@ class BipartitePPR:
         r_leaf = r[self.leaves]
         r_e = r[self.kept]
         r_p = r[ne:] + d * (self.leaf_to_passage @ r_leaf)
-        loop = d * self.self_loop
-        p_p = r_p.copy()
-        p_e = r_e.copy()
-        has_dangling = len(self.dangling_passages) or len(self.dangling_entities)
+        de, dp, dpp = self._scaled(d)
+        has_dangling = bool(len(self.dangling_passages) or len(self.dangling_entities))
+        p_e, p_p = r_e.copy(), r_p.copy()
+        new_e, new_p = np.empty_like(p_e), np.empty_like(p_p)
+        tmp_e, tmp_p = np.empty_like(p_e), np.empty_like(p_p)
+        c = 1.0 - d
         residual = float("inf")
         k = 0
         converged = False
         for k in range(1, max_iter + 1):  # noqa: B007
-            dmass = (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum()) if has_dangling else 0.0
-            new_e = (1.0 - d + d * dmass) * r_e + d * (self.e_from_p @ p_p)
-            nxt = self.p_from_e @ new_e
-            if self.p_from_p is not None:
-                nxt += self.p_from_p @ p_p
-            nxt += loop * p_p
-            nxt *= d
-            nxt += (1.0 - d + d * dmass) * r_p
-            residual = float(np.abs(new_e - p_e).sum() + np.abs(nxt - p_p).sum())
-            p_e, p_p = new_e, nxt
+            if has_dangling:
+                c = 1.0 - d + d * (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum())
+            np.multiply(r_e, c, out=new_e)
+            _matvec_add(de, p_p, new_e)
+            np.multiply(r_p, c, out=new_p)
+            _matvec_add(dp, new_e, new_p)
+            _matvec_add(dpp, p_p, new_p)
+            np.subtract(new_e, p_e, out=tmp_e)
+            np.subtract(new_p, p_p, out=tmp_p)
+            residual = float(np.abs(tmp_e, out=tmp_e).sum() + np.abs(tmp_p, out=tmp_p).sum())
+            p_e, new_e = new_e, p_e
+            p_p, new_p = new_p, p_p
             if residual < tol:
                 converged = True
                 break
-        dmass = (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum()) if has_dangling else 0.0
+        if has_dangling:
+            c = 1.0 - d + d * (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum())
+        else:
+            c = 1.0 - d
         out = np.empty(self.n_nodes, dtype=np.float64)
         out[self.kept] = p_e
         out[ne:] = p_p
-        out[self.leaves] = (1.0 - d + d * dmass) * r_leaf + d * self.leaf_weight * p_p[self.leaf_passage]
+        out[self.leaves] = c * r_leaf + d * self.leaf_weight * p_p[self.leaf_passage]
         return PPRResult(out, k, converged, residual)
+
+
+try:  # y += A @ x without temporaries (SciPy's compiled CSR kernel)
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+except ImportError:  # pragma: no cover
+    _csr_matvec = None
+
+
+def _matvec_add(a: sp.csr_matrix, x: np.ndarray, y: np.ndarray) -> None:
+    if a.nnz == 0:
+        return
+    if _csr_matvec is not None and a.data.dtype == np.float64 and x.dtype == np.float64:
+        _csr_matvec(a.shape[0], a.shape[1], a.indptr, a.indices, a.data, x, y)
+    else:
+        y += a @ x
 
 
 __all__ = ["BipartitePPR", "PPRResult", "personalized_pagerank"]
