@@ -111,6 +111,9 @@ class ModelSettings(_Group):
     index_batch_size: int = Field(
         default=256, ge=1, le=100_000, description="Passages written per indexing transaction."
     )
+    index_threads: int | None = Field(
+        default=None, ge=1, le=256, description="torch threads for indexing (None: one per core)."
+    )
 
     @model_validator(mode="after")
     def _overlap_smaller(self) -> ModelSettings:
@@ -146,6 +149,12 @@ class RetrievalSettings(_Group):
     )
     question_gazetteer: bool = Field(
         default=True, description="Also link question spans that name a graph entity exactly (besides NER)."
+    )
+    query_threads: int | None = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="torch threads for query encoding (it runs beside NER; None: one per core).",
     )
 
 

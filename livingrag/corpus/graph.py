@@ -29,7 +29,8 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ from livingrag.corpus.progress import NullProgress, Progress
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories import corpus_graph as repo
 from livingrag.errors import AlreadyExists, InvalidInput, NotFound
+from livingrag.models.threads import set_torch_threads
 from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
@@ -123,12 +125,26 @@ class IndexReport:
     passage_ids: list[int] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
 
-    def add_time(self, phase: str, seconds: float) -> None:
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def add_time(self, phase: str, seconds: float, cpu_seconds: float | None = None) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+        if cpu_seconds is not None:
+            self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu_seconds
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the block's wall time and this process's CPU time (all threads) to ``phase``."""
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.add_time(phase, time.perf_counter() - t, time.process_time() - c)
 
     def as_dict(self) -> dict[str, object]:
         d = {k: v for k, v in vars(self).items() if k != "passage_ids"}
         d["phases"] = {k: round(v, 3) for k, v in self.phases.items()}
+        d["cpu"] = {k: round(v, 3) for k, v in self.cpu.items()}
         return d
 
 
@@ -152,6 +168,7 @@ class CorpusIndexer:
         embedding_batch_size: int = 64,
         title_entities: bool = True,
         sentence_embeddings: str = "late",
+        threads: int | None = None,
         progress: Progress | None = None,
     ) -> None:
         self.db = db
@@ -165,6 +182,7 @@ class CorpusIndexer:
         self.embedding_batch_size = embedding_batch_size
         self.title_entities = title_entities
         self.sentence_embeddings = sentence_embeddings
+        self.threads = threads
         self.progress: Progress = progress or NullProgress()
 
     # ------------------------------------------------------------------ models (lazy)
@@ -190,17 +208,16 @@ class CorpusIndexer:
     # ------------------------------------------------------------------ indexing
 
     def index_path(self, path: str | Path) -> IndexReport:
-        t0 = time.perf_counter()
-        docs = read_corpus(path)
         report = IndexReport(corpus=self.corpus.name)
-        report.add_time("read", time.perf_counter() - t0)
+        with report.timed("read"):
+            docs = read_corpus(path)
         return self.index_documents(docs, report=report)
 
     def index_documents(self, docs: Sequence[Document], *, report: IndexReport | None = None) -> IndexReport:
         """Chunk, skip what the corpus holds, and index the rest batch by batch."""
         report = report or IndexReport(corpus=self.corpus.name)
-        t_start = time.perf_counter()
-        t = time.perf_counter()
+        t_start, c_start = time.perf_counter(), time.process_time()
+        t, c = t_start, c_start
         drafts: list[PassageDraft] = []
         seen: set[str] = set()
         for doc in docs:
@@ -216,7 +233,7 @@ class CorpusIndexer:
             present = repo.existing_hashes(s, self.corpus.id, [d.content_hash for d in drafts])
         todo = [d for d in drafts if d.content_hash not in present]
         report.skipped_existing = len(drafts) - len(todo)
-        report.add_time("plan", time.perf_counter() - t)
+        report.add_time("plan", time.perf_counter() - t, time.process_time() - c)
         if todo:
             with self.progress:
                 bars = {
@@ -229,7 +246,11 @@ class CorpusIndexer:
             self._repair_entity_embeddings(report)
         with self.db.tenant_session(self.tenant_id) as s:
             report.version = corpora.current_version(s, self.corpus.id)
-        report.add_time("total", time.perf_counter() - t_start + report.phases.get("read", 0.0))
+        report.add_time(
+            "total",
+            time.perf_counter() - t_start + report.phases.get("read", 0.0),
+            time.process_time() - c_start + report.cpu.get("read", 0.0),
+        )
         return report
 
     def _extract(self, drafts: Sequence[PassageDraft], bar: object) -> list[PassageGraph]:
@@ -243,6 +264,7 @@ class CorpusIndexer:
         """Embed ``texts`` longest first in chunks (so progress moves), returned in input order."""
         if not texts:
             return np.zeros((0, self.corpus.embedding_dim), dtype=np.float32)
+        set_torch_threads(self.threads)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), self.corpus.embedding_dim), dtype=np.float32)
         step = max(self.embedding_batch_size * 8, 256)
@@ -268,6 +290,7 @@ class CorpusIndexer:
         """
         texts = [embedding_text(d.title, d.text) for d in drafts]
         dim = self.corpus.embedding_dim
+        set_torch_threads(self.threads)
         if self.sentence_embeddings == "separate":
             sent = [g.sentences[i] for g in graphs for i in g.bridged]
             vecs = self._embed(texts + sent, bar, per_text=len(drafts) / max(len(texts) + len(sent), 1))
@@ -305,23 +328,17 @@ class CorpusIndexer:
         return p_vecs, s_vecs
 
     def _index_batch(self, drafts: list[PassageDraft], report: IndexReport, bars: dict[str, object]) -> None:
-        t = time.perf_counter()
-        graphs = self._extract(drafts, bars["ner"])
-        report.add_time("ner", time.perf_counter() - t)
-
-        t = time.perf_counter()
-        keys = sorted({k for g in graphs for k in g.mentions})
-        with self.db.tenant_session(self.tenant_id) as s:
-            known = repo.existing_entity_keys(s, self.corpus.id, keys)
-        new_keys = [k for k in keys if k not in known]
-        report.add_time("plan", time.perf_counter() - t)
-        t = time.perf_counter()
-        p_vecs, s_vecs = self._embed_passages(drafts, graphs, bars["embed"])
-        k_vecs = dict(zip(new_keys, self._embed(new_keys), strict=True))
-        report.add_time("embed", time.perf_counter() - t)
-
-        t = time.perf_counter()
-        with self.db.tenant_session(self.tenant_id) as s:
+        with report.timed("ner"):
+            graphs = self._extract(drafts, bars["ner"])
+        with report.timed("plan"):
+            keys = sorted({k for g in graphs for k in g.mentions})
+            with self.db.tenant_session(self.tenant_id) as s:
+                known = repo.existing_entity_keys(s, self.corpus.id, keys)
+            new_keys = [k for k in keys if k not in known]
+        with report.timed("embed"):
+            p_vecs, s_vecs = self._embed_passages(drafts, graphs, bars["embed"])
+            k_vecs = dict(zip(new_keys, self._embed(new_keys), strict=True))
+        with report.timed("write"), self.db.tenant_session(self.tenant_id) as s:
             repo.lock_corpus(s, self.corpus.id)
             present = repo.existing_hashes(s, self.corpus.id, [d.content_hash for d in drafts])
             keep = [i for i, d in enumerate(drafts) if d.content_hash not in present]  # another writer's meanwhile
@@ -331,7 +348,6 @@ class CorpusIndexer:
             ids = repo.write_batch(s, self.tenant_id, self.corpus.id, batch)
             repo.link_chunks(s, self.tenant_id, self.corpus.id, ids)
             corpora.bump_version(s, self.corpus.id)
-        report.add_time("write", time.perf_counter() - t)
         report.indexed += len(ids)
         report.passage_ids.extend(ids)
         report.new_entities += len(new_keys)

@@ -115,6 +115,7 @@ def indexer(
         title_entities=bool(stored.get("title_entities", m.title_entities)),
         sentence_embeddings=str(stored.get("sentence_embeddings", m.sentence_embeddings)),
         batch_size=m.index_batch_size,
+        threads=m.index_threads,
         embedding_batch_size=m.embedding_batch_size,
         progress=progress,
     )

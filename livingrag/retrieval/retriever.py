@@ -30,6 +30,7 @@ import numpy as np
 
 from livingrag.corpus.matrices import GraphCache
 from livingrag.corpus.normalize import normalize_entity
+from livingrag.models.threads import set_torch_threads
 from livingrag.retrieval.core import rank_passages
 from livingrag.retrieval.graph import CorpusGraph
 from livingrag.retrieval.linking import (
@@ -142,7 +143,7 @@ class Retriever:
         mention_ms = 0.0
         if missing:
             t_m = time.perf_counter()
-            m_vecs = self.embedder.encode([keys[i] for i in missing])
+            m_vecs = self._pool.submit(self._timed_encode, [keys[i] for i in missing]).result()[0]
             mention_ms = (time.perf_counter() - t_m) * 1000
             t_link = time.perf_counter()
             found = nearest_links(
@@ -193,6 +194,7 @@ class Retriever:
         return scores, (time.perf_counter() - t) * 1000
 
     def _timed_encode(self, texts: list[str]) -> tuple[np.ndarray, float]:
+        set_torch_threads(self.params.query_threads)
         t = time.perf_counter()
         vecs = self.embedder.encode(texts)
         return vecs, (time.perf_counter() - t) * 1000
