@@ -37,9 +37,13 @@ class NullProgress:
 
 
 class RichProgress:
-    """rich bars: description, bar, done/total, rate (items/s), elapsed and time remaining."""
+    """rich bars: description, bar, done/total, rate (items/s), elapsed and time remaining.
 
-    def __init__(self, console: Any = None, *, transient: bool = False) -> None:
+    When the console is not a terminal (a log file, CI), a plain line per task is printed at most
+    every ``log_every_s`` seconds instead, with the same numbers.
+    """
+
+    def __init__(self, console: Any = None, *, transient: bool = False, log_every_s: float = 15.0) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -69,11 +73,36 @@ class RichProgress:
             transient=transient,
         )
 
+        self._console = self._progress.console
+        self._log_every_s = log_every_s
+        self._last_log: dict[Any, float] = {}
+
     def add(self, description: str, total: int) -> Any:
         return self._progress.add_task(description, total=total)
 
     def advance(self, task: Any, n: int = 1) -> None:
         self._progress.advance(task, n)
+        if not self._console.is_terminal:
+            self._log(task)
+
+    def _log(self, task_id: Any, *, force: bool = False) -> None:
+        import time
+
+        now = time.monotonic()
+        task = next(t for t in self._progress.tasks if t.id == task_id)
+        if not force and now - self._last_log.get(task_id, 0.0) < self._log_every_s and not task.finished:
+            return
+        if task.finished and self._last_log.get(task_id) == -1.0:
+            return
+        self._last_log[task_id] = -1.0 if task.finished else now
+        speed = task.finished_speed or task.speed
+        eta = task.time_remaining
+        self._console.print(
+            f"{task.description.strip()}: {int(task.completed)}/{int(task.total or 0)}"
+            f" ({'?' if speed is None else f'{speed:,.1f}'}/s, elapsed {task.elapsed or 0:.0f}s, "
+            f"eta {'?' if eta is None else f'{eta:.0f}s'})",
+            highlight=False,
+        )
 
     def __enter__(self) -> RichProgress:
         self._progress.start()
