@@ -354,3 +354,116 @@ def test_ingest_formats(tmp_path: Path) -> None:
         read_corpus(tmp_path / "e.csv") if (tmp_path / "e.csv").write_text("x") else None
     with pytest.raises(InvalidInput, match="no such file"):
         read_corpus(tmp_path / "missing.json")
+
+
+_KILL_SCRIPT = """
+import sys, time
+sys.path.insert(0, {root!r})
+from pydantic import SecretStr
+from livingrag.config import DBSettings
+from livingrag.corpus.graph import CorpusIndexer
+from livingrag.corpus.ingest import Document
+from livingrag.db.engine import Database
+from livingrag.db.repositories import corpora
+from tests.corpus_support import CORPUS, HashEmbedder, RuleExtractor
+
+class Slow(RuleExtractor):
+    def extract_passages(self, texts):
+        for ex in super().extract_passages(texts):
+            time.sleep(0.05)
+            yield ex
+
+db = Database(DBSettings(url=SecretStr({url!r})))
+with db.tenant_session({tenant}) as s:
+    c = corpora.get_corpus(s, {corpus})
+docs = [Document(f"{{r['title']}} {{i}}", r["text"] + f" Part {{i}}.") for i in range(8) for r in CORPUS]
+CorpusIndexer(db, {tenant}, c, extractor=Slow(), embedder=HashEmbedder(), batch_size=4).index_documents(docs)
+"""
+
+
+def test_a_process_killed_mid_run_leaves_whole_batches(db: Database, tenant: int, database_url: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = str(Path(__file__).resolve().parents[1])
+    c = _corpus(db, tenant)
+    script = _KILL_SCRIPT.format(root=root, url=database_url, tenant=tenant, corpus=c.id)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": root})
+    try:
+        deadline = time.monotonic() + 120
+        while _counts(db, tenant, c.id)["passages"] < 8:
+            assert proc.poll() is None, "the indexing process ended before it could be killed"
+            assert time.monotonic() < deadline, "the indexing process wrote nothing"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    n = _counts(db, tenant, c.id)["passages"]
+    assert 8 <= n < 8 * len(CORPUS) and n % 4 == 0  # whole batches of 4, nothing half-written
+    _check_consistent(db, tenant, c.id)
+    docs = [
+        Document(f"{r['title']} {i}", r["text"] + f" Part {i}.") for i in range(8) for r in CORPUS
+    ]  # the same input as the killed run
+    report = _indexer(db, tenant, c, batch_size=4).index_documents(docs)
+    assert report.skipped_existing == n and report.indexed == 8 * len(CORPUS) - n
+    _check_consistent(db, tenant, c.id)
+
+
+class _ScriptedLLM:
+    """An LLM stand-in that answers the NER prompts with fixed JSON (tests the parsing, not a model)."""
+
+    name = "scripted"
+
+    def __init__(self, replies: dict[str, str]) -> None:
+        self.replies = replies
+        self.calls = 0
+
+    def complete(self, messages, *, max_tokens=None, temperature=None, stop=None):  # type: ignore[no-untyped-def]
+        from livingrag.generation.llm import Completion
+
+        self.calls += 1
+        text = messages[-1]["content"]
+        reply = next(v for k, v in self.replies.items() if k in text)
+        return Completion(reply, 10, 5, self.name, 0.0)
+
+
+def test_llm_extractor_places_terms_in_sentences(db: Database, tenant: int) -> None:
+    from livingrag.corpus.ner import LLMExtractor
+    from livingrag.errors import LLMError
+
+    llm = _ScriptedLLM(
+        {
+            "Payouts are sent": '```json\n["Payouts", "payout schedule", "Stripe"]\n```',
+            "When do I get": 'Here you go: ["payout schedule", "Payouts"]',
+            "broken": "I cannot help with that.",
+        }
+    )
+    ex = LLMExtractor(llm)
+    (out,) = list(ex.extract_passages(["Payouts are sent weekly. Stripe handles the transfer."]))
+    assert out.sentences == ("Payouts are sent weekly.", "Stripe handles the transfer.")
+    placed = {(m.key, m.sentence) for m in out.mentions}
+    # "payout schedule" occurs in no sentence: attached to the first one
+    assert placed == {("payouts", 0), ("payout schedule", 0), ("stripe", 1)}
+    assert ex.extract_question("When do I get my payouts?") == ["payout schedule", "Payouts"]
+    with pytest.raises(LLMError, match="JSON array"):
+        list(ex.extract_passages(["broken text"]))
+    # it plugs into the indexer like spaCy does
+    c = _corpus(db, tenant)
+    r = _indexer(db, tenant, c, extractor=ex).index_documents(
+        [Document("Payouts", "Payouts are sent weekly. Stripe handles the transfer.")]
+    )
+    assert r.indexed == 1
+    with db.tenant_session(tenant) as s:
+        keys = set(s.execute(text("SELECT normalized_name FROM entities WHERE corpus_id = :c"), {"c": c.id}).scalars())
+    assert {"payouts", "payout schedule", "stripe"} <= keys
+
+
+def test_separate_sentence_embeddings_build_the_same_graph(db: Database, tenant: int) -> None:
+    a, b = _corpus(db, tenant, "late"), _corpus(db, tenant, "separate")
+    _indexer(db, tenant, a).index_documents(_docs())
+    _indexer(db, tenant, b, sentence_embeddings="separate").index_documents(_docs())
+    assert _counts(db, tenant, a.id) == _counts(db, tenant, b.id)
+    _check_consistent(db, tenant, b.id)
