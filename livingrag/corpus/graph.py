@@ -98,12 +98,12 @@ def passage_graph(title: str, extraction: Extraction, *, title_entities: bool = 
         surface.setdefault(key, Counter())[text] += 1
         if label:
             labels.setdefault(key, Counter())[label] += 1
-    bridged = tuple(sorted({s for _, s in pairs if sentences[s].strip()}))
+    bridged_set = {s for _, s in pairs if sentences[s].strip()}
     return PassageGraph(
         sentences=tuple(sentences),
-        bridged=bridged,
+        bridged=tuple(sorted(bridged_set)),
         mentions=dict(counts),
-        entity_sentences=tuple(sorted((k, s) for k, s in pairs if s in set(bridged))),
+        entity_sentences=tuple(sorted((k, s) for k, s in pairs if s in bridged_set)),
         surface=surface,
         labels=labels,
     )

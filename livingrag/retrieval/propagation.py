@@ -59,7 +59,7 @@ def semantic_bridging(
     tiers: dict[int, int] = dict.fromkeys(weights, 1)
     used = np.zeros(sentence_embeddings.shape[0], dtype=bool)
     used_order: list[int] = []
-    sims_cache: dict[int, float] = {}
+    sims_all = np.full(sentence_embeddings.shape[0], np.nan, dtype=np.float64)
     frontier = dict(weights)
     ep, ei = entity_sentences.indptr, entity_sentences.indices
     sp_, si = sentence_entities.indptr, sentence_entities.indices
@@ -72,17 +72,16 @@ def semantic_bridging(
         rounds = t
         # similarities for every sentence the frontier can reach, in one product
         cand_all = np.unique(np.concatenate([ei[ep[e] : ep[e + 1]] for _, e in active]))
-        new_ids = [int(s) for s in cand_all if int(s) not in sims_cache]
-        if new_ids:
-            vals = sentence_embeddings[new_ids] @ q
-            sims_cache.update(zip(new_ids, vals.tolist(), strict=True))
+        need = cand_all[np.isnan(sims_all[cand_all])]
+        if need.size:
+            sims_all[need] = sentence_embeddings[need] @ q
         nxt: dict[int, float] = {}
         for s_e, e in active:
             cand = ei[ep[e] : ep[e + 1]]
             cand = cand[~used[cand]]
             if cand.size == 0:
                 continue
-            sims = np.fromiter((sims_cache[int(s)] for s in cand), dtype=np.float64, count=cand.size)
+            sims = sims_all[cand]
             order = np.argsort(-sims, kind="stable")[:top_k_sentence]
             for j in order:
                 s = int(cand[j])
