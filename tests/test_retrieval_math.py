@@ -270,3 +270,31 @@ def test_bipartite_ppr_has_the_same_fixed_point(seed: int) -> None:
     t2, d2 = transition_matrix(sp.csr_matrix(np.array([[1.0]], dtype=np.float32)), np.zeros((0, 3)))
     two = BipartitePPR.build(t2, 1, d2).solve(np.array([1.0, 0.0]), tol=1e-15)
     np.testing.assert_allclose(two.scores, [2 / 3, 1 / 3], atol=1e-14)
+
+
+def test_presets_and_overrides() -> None:
+    from livingrag.config import RetrievalSettings
+    from livingrag.errors import InvalidInput
+    from livingrag.retrieval.presets import preset_params, resolve_params
+
+    m = resolve_params(RetrievalSettings(preset="musique"))
+    assert (m.max_iterations, m.passage_ratio, m.delta, m.top_k_sentence) == (5, 2.0, 0.1, 4)
+    w = resolve_params(RetrievalSettings(preset="2wikimultihopqa"))
+    assert (w.max_iterations, w.passage_ratio, w.delta, w.top_k_sentence) == (3, 0.05, 0.4, 1)
+    assert preset_params("hotpotqa") == preset_params("2wikimultihopqa")
+    o = resolve_params(RetrievalSettings(preset="musique", delta=0.3, length_norm_b=0.1), top_k=7)
+    assert (o.delta, o.max_iterations, o.length_norm_b, o.top_k) == (0.3, 5, 0.1, 7)
+    with pytest.raises(InvalidInput, match="unknown retrieval preset"):
+        preset_params("wixqa")
+
+
+def test_normalisation_makes_variants_meet() -> None:
+    from livingrag.corpus.normalize import normalize_entity as norm
+
+    assert norm("Lothair II") == norm("Lothair Ii") == "lothair ii"
+    assert norm("St. Maurice's Abbey") == norm("St Maurice’s Abbey") == "st maurice abbey"
+    assert norm("The Beatles") == norm("the Beatles") == "beatles"
+    assert norm("Anhalt- Bernburg") == norm("Anhalt-Bernburg") == "anhalt bernburg"
+    assert norm("Alû") == "alu" and norm("Malmö") == "malmo"
+    assert norm("The") == "the" and norm("'s") == "s" and norm("—") == ""
+    assert norm("東京") == "東京"
