@@ -47,10 +47,17 @@ def ensure_tenant(db: Database, name: str = DEFAULT_TENANT, *, create: bool = Tr
     return rec.id, key
 
 
+KNOWN_DIMS = {"all-minilm-l6-v2": 384, "sentence-transformers/all-minilm-l6-v2": 384}
+
+
 def embedding_dim(settings: Settings) -> int:
+    """The embedding model's dimension (the packaged model's is known; others are loaded to ask)."""
     from livingrag.models.embedder import get_embedder
 
     m = settings.models
+    known = KNOWN_DIMS.get(m.embedding_model.strip().lower())
+    if known is not None:
+        return known
     return get_embedder(m.embedding_model, m.device, m.embedding_batch_size).dim
 
 
