@@ -150,6 +150,10 @@ class RetrievalSettings(_Group):
     question_gazetteer: bool = Field(
         default=True, description="Also link question spans that name a graph entity exactly (besides NER)."
     )
+    question_ner: Literal["always", "fallback", "never"] = Field(
+        default="fallback",
+        description="Run the extractor (spaCy NER) on questions: always, or only when the gazetteer links nothing.",
+    )
     query_threads: int | None = Field(
         default=1,
         ge=1,

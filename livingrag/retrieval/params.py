@@ -27,6 +27,7 @@ class RetrievalParams:
     top_k: int = 5
     min_link_score: float = 0.0
     question_gazetteer: bool = True
+    question_ner: str = "fallback"  # always | fallback (only when the gazetteer finds nothing) | never
     query_threads: int | None = 1
 
     def as_dict(self) -> dict[str, Any]:

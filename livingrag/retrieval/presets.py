@@ -35,6 +35,7 @@ _SHARED_FIELDS = (
     "top_k",
     "min_link_score",
     "question_gazetteer",
+    "question_ner",
     "query_threads",
 )
 

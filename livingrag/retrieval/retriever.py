@@ -118,25 +118,36 @@ class Retriever:
     def encode(self, question: str, *, graph: CorpusGraph | None = None) -> QueryEncoding:
         """Mentions, question embedding and seed entities (a_base) for ``question``.
 
-        timings (ms): ``ner``, ``embed`` (question, overlapped with NER), ``mention_embed``
-        (only for mentions without an exact name match), ``link`` and ``encode`` (wall).
+        Mentions: the gazetteer's exact entity spans, plus the extractor's (spaCy NER) mentions
+        when ``question_ner`` is "always", or "fallback" and the gazetteer found nothing.
+
+        timings (ms): ``ner`` (0 when skipped), ``embed`` (question, in a worker thread),
+        ``mention_embed`` (only for mentions without an exact name match), ``link`` and
+        ``encode`` (wall).
         """
         question = question.strip()
         t0 = time.perf_counter()
         fut = self._pool.submit(self._timed_encode, [question])
         g = graph or self.graph()
-        # dense passage scores in the worker thread too, after the embedding, while NER runs here
+        # dense passage scores in the worker thread too, after the embedding
         fut_dense = self._pool.submit(self._timed_dense, fut, g)
-        t_ner = time.perf_counter()
-        mentions = self.extractor.extract_question(question)
-        ner_ms = (time.perf_counter() - t_ner) * 1000
         t_link = time.perf_counter()
-        if self.params.question_gazetteer:
-            spans = gazetteer_mentions(question, g.key_to_entity, normalize_entity)
-            mentions = merge_mentions(question, mentions, spans, g.key_to_entity, normalize_entity)
+        spans = (
+            gazetteer_mentions(question, g.key_to_entity, normalize_entity) if self.params.question_gazetteer else []
+        )
+        link_ms = (time.perf_counter() - t_link) * 1000
+        mode = self.params.question_ner
+        ner_mentions: list[str] = []
+        ner_ms = 0.0
+        if mode == "always" or (mode == "fallback" and not spans):
+            t_ner = time.perf_counter()
+            ner_mentions = self.extractor.extract_question(question)
+            ner_ms = (time.perf_counter() - t_ner) * 1000
+        t_link = time.perf_counter()
+        mentions = merge_mentions(question, ner_mentions, spans, g.key_to_entity, normalize_entity)
         keys = [normalize_entity(m) for m in mentions]
         links = exact_links(mentions, keys, g.key_to_entity)
-        link_ms = (time.perf_counter() - t_link) * 1000
+        link_ms += (time.perf_counter() - t_link) * 1000
         missing = [i for i, link in enumerate(links) if link is None]
         q_vecs, embed_ms = fut.result()
         dense, dense_ms = fut_dense.result()
