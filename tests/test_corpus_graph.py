@@ -467,3 +467,19 @@ def test_separate_sentence_embeddings_build_the_same_graph(db: Database, tenant:
     _indexer(db, tenant, b, sentence_embeddings="separate").index_documents(_docs())
     assert _counts(db, tenant, a.id) == _counts(db, tenant, b.id)
     _check_consistent(db, tenant, b.id)
+
+
+def test_empty_and_entity_less_corpora_load_and_rank(db: Database, tenant: int) -> None:
+    from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.params import RetrievalParams
+
+    c = _corpus(db, tenant)
+    g = load_graph(db, tenant, c.id, 16)
+    assert g.n_passages == 0 and g.n_entities == 0
+    q = HashEmbedder().encode(["anything"])[0]
+    r = rank_passages(g, q, {}, RetrievalParams())
+    assert r.dense_fallback and len(r.passages) == 0
+    _indexer(db, tenant, c, title_entities=False).index_documents([Document("", "no names here at all.")])
+    g = load_graph(db, tenant, c.id, 16)
+    assert g.n_passages == 1 and g.n_entities == 0 and bool(g.dangling.all())
+    assert rank_passages(g, q, {}, RetrievalParams()).passages.tolist() == [0]

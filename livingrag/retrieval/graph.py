@@ -146,14 +146,14 @@ class CorpusGraph:
             passage_titles=tuple(passage_titles) if passage_titles is not None else ("",) * n_p,
             passage_texts=tuple(passage_texts) if passage_texts is not None else ("",) * n_p,
             passage_lengths=lengths,
-            passage_embeddings=np.ascontiguousarray(passage_embeddings, dtype=np.float32).reshape(n_p, -1),
+            passage_embeddings=_matrix(passage_embeddings, n_p),
             entity_ids=ids,
             entity_keys=keys,
             entity_names=tuple(entity_names) if entity_names is not None else keys,
-            entity_embeddings=np.ascontiguousarray(entity_embeddings, dtype=np.float32).reshape(n_e, -1),
+            entity_embeddings=_matrix(entity_embeddings, n_e),
             sentence_ids=np.asarray(sentence_ids, dtype=np.int64),
             sentence_passages=np.asarray(sentence_passages, dtype=np.int32),
-            sentence_embeddings=np.ascontiguousarray(sentence_embeddings, dtype=np.float32).reshape(n_s, -1),
+            sentence_embeddings=_matrix(sentence_embeddings, n_s),
             entity_sentences=e2s,
             sentence_entities=e2s.T.tocsr(),
             mentions=mentions,
@@ -165,6 +165,14 @@ class CorpusGraph:
             id_to_entity={int(e): i for i, e in enumerate(ids)},
             id_to_passage={int(p): i for i, p in enumerate(pids)},
         )
+
+
+def _matrix(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` as a C-contiguous float32 (n, d) matrix (d = 0 when it has no rows and no shape)."""
+    arr = np.ascontiguousarray(a, dtype=np.float32)
+    if arr.ndim == 2 and arr.shape[0] == n:
+        return arr
+    return arr.reshape(n, -1) if n else np.zeros((0, arr.shape[-1] if arr.ndim == 2 else 0), dtype=np.float32)
 
 
 def transition_matrix(mentions: sp.csr_matrix, links: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
