@@ -244,7 +244,8 @@ class Retriever:
             for p, s in zip(ranking.passages, ranking.scores, strict=True)
         )
         enc = encoding.timings
-        graph_ms = enc.get("link", 0.0) + rank_ms
+        # graph work: linking, the dense passage term (computed during encoding), bridging, reset, PPR
+        graph_ms = enc.get("link", 0.0) + enc.get("dense", 0.0) + rank_ms
         timings = {
             **{f"{k}_ms": v for k, v in enc.items()},
             **ranking.timings,
