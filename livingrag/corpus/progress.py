@@ -96,7 +96,11 @@ class RichProgress:
             return
         self._last_log[task_id] = -1.0 if task.finished else now
         speed = task.finished_speed or task.speed
+        if speed is None and task.elapsed and task.completed:
+            speed = task.completed / task.elapsed  # the average rate when updates are sparse
         eta = task.time_remaining
+        if eta is None and speed and task.total is not None:
+            eta = max(task.total - task.completed, 0) / speed
         self._console.print(
             f"{task.description.strip()}: {int(task.completed)}/{int(task.total or 0)}"
             f" ({'?' if speed is None else f'{speed:,.1f}'}/s, elapsed {task.elapsed or 0:.0f}s, "
