@@ -50,15 +50,23 @@ class RichProgress:
             ProgressColumn,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
         from rich.progress import Progress as _RichProgress
         from rich.text import Text
 
         class RateColumn(ProgressColumn):
             def render(self, task: Any) -> Text:
-                speed = task.finished_speed or task.speed
+                speed = _rate(task)
                 return Text("?/s" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed")
+
+        class EtaColumn(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                eta = _eta(task)
+                if eta is None:
+                    return Text("-:--:--", style="progress.remaining")
+                m, sec = divmod(int(eta), 60)
+                h, m = divmod(m, 60)
+                return Text(f"{h}:{m:02d}:{sec:02d}", style="progress.remaining")
 
         self._progress = _RichProgress(
             TextColumn("[progress.description]{task.description}"),
@@ -68,7 +76,7 @@ class RichProgress:
             TextColumn("elapsed"),
             TimeElapsedColumn(),
             TextColumn("eta"),
-            TimeRemainingColumn(),
+            EtaColumn(),
             console=console,
             transient=transient,
         )
@@ -95,12 +103,7 @@ class RichProgress:
         if task.finished and self._last_log.get(task_id) == -1.0:
             return
         self._last_log[task_id] = -1.0 if task.finished else now
-        speed = task.finished_speed or task.speed
-        if speed is None and task.elapsed and task.completed:
-            speed = task.completed / task.elapsed  # the average rate when updates are sparse
-        eta = task.time_remaining
-        if eta is None and speed and task.total is not None:
-            eta = max(task.total - task.completed, 0) / speed
+        speed, eta = _rate(task), _eta(task)
         self._console.print(
             f"{task.description.strip()}: {int(task.completed)}/{int(task.total or 0)}"
             f" ({'?' if speed is None else f'{speed:,.1f}'}/s, elapsed {task.elapsed or 0:.0f}s, "
@@ -116,6 +119,22 @@ class RichProgress:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._progress.stop()
+
+
+def _rate(task: Any) -> float | None:
+    """Items per second: rich's recent estimate, or the average when updates are sparse."""
+    speed = task.finished_speed or task.speed
+    if speed is None and task.elapsed and task.completed:
+        speed = task.completed / task.elapsed
+    return speed
+
+
+def _eta(task: Any) -> float | None:
+    eta = task.time_remaining
+    speed = _rate(task)
+    if eta is None and speed and task.total is not None:
+        eta = max(task.total - task.completed, 0) / speed
+    return eta
 
 
 __all__ = ["NullProgress", "Progress", "RichProgress"]
