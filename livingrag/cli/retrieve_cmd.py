@@ -46,6 +46,7 @@ def retrieve(
         tid = resolve_tenant(db, tenant)
         info = service.get_corpus(db, tid, int(corpus) if corpus.isdigit() else corpus)
         retriever = service.retriever(db, tid, info, settings)
+        retriever.graph()  # load the corpus graph first, so the timings below are the retrieval's own
         result = retriever.retrieve(retriever.encode(question), top_k=top_k)
         names = retriever.entity_names(list(result.final_activation))
         retriever.close()
