@@ -49,11 +49,11 @@ def rank_passages(
     """Rank the graph's passages for one question starting from ``seeds`` ({entity row: weight})."""
     k = params.top_k if k is None else k
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
     if dense is None:
+        t0 = time.perf_counter()
         dense = dense_scores(graph.passage_embeddings, question_embedding)
+        timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     seeds = {int(e): float(w) for e, w in seeds.items() if w > 0}
-    timings["dense_ms"] = (time.perf_counter() - t0) * 1000
     if not seeds:
         scores = length_normalize(dense, graph.passage_lengths, params.length_norm_b)
         order = top_k(scores, k)

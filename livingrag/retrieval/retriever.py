@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import numpy as np
 
 from livingrag.corpus.matrices import GraphCache
 from livingrag.corpus.normalize import normalize_entity
-from livingrag.models.threads import set_torch_threads
+from livingrag.models.threads import limit_blas_threads, set_torch_threads
 from livingrag.retrieval.core import rank_passages
 from livingrag.retrieval.graph import CorpusGraph
 from livingrag.retrieval.linking import (
@@ -82,6 +83,7 @@ class Retriever:
         self.params = params
         self.cache = cache or _shared_cache
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livingrag-embed")
+        limit_blas_threads(1)
         self._lock = threading.Lock()
 
     @classmethod
@@ -193,7 +195,7 @@ class Retriever:
             seeds=seeds,
             base_activation=base,
             timings=timings,
-            passage_scores=_DenseScores(g.corpus_id, g.version, dense),
+            passage_scores=_DenseScores(g.corpus_id, g.version, dense, weakref.ref(g), time.monotonic()),
             graph_version=g.version,
         )
 
@@ -226,7 +228,9 @@ class Retriever:
         passages are ranked by the dense score alone (``dense_fallback``).
         """
         t0 = time.perf_counter()
-        g = self.graph()
+        g = _encoding_graph(query, self.corpus.id) if not isinstance(query, str) else None
+        if g is None:
+            g = self.graph()
         load_ms = (time.perf_counter() - t0) * 1000
         encoding = self.encode(query, graph=g) if isinstance(query, str) else query
         t_after_encode = time.perf_counter()
@@ -290,9 +294,26 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _DenseScores:
+    """What encode() computed against one graph, kept on the encoding for retrieve()."""
+
     corpus_id: int
     version: int
     scores: np.ndarray
+    graph: weakref.ref[CorpusGraph]
+    created: float  # time.monotonic()
+
+
+FRESH_S = 1.0
+"""A retrieval within this many seconds of its encoding uses the graph the encoding was linked
+against, without reading the corpus version again."""
+
+
+def _encoding_graph(encoding: QueryEncoding, corpus_id: int) -> CorpusGraph | None:
+    cached = encoding.passage_scores
+    if not isinstance(cached, _DenseScores) or time.monotonic() - cached.created > FRESH_S:
+        return None
+    g = cached.graph()
+    return g if g is not None and g.corpus_id == corpus_id else None
 
 
 def _cached_dense(encoding: QueryEncoding, g: CorpusGraph) -> np.ndarray | None:
