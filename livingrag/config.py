@@ -100,6 +100,20 @@ class ModelSettings(_Group):
     ner_batch_size: int = Field(default=64, ge=1, le=4096, description="Passages per spaCy batch.")
     chunk_tokens: int = Field(default=600, ge=32, le=8192, description="Chunk size in tokens.")
     chunk_overlap: int = Field(default=60, ge=0, le=4096, description="Overlap between chunks in tokens.")
+    title_entities: bool = Field(
+        default=True, description="Index a record's title (parenthetical removed) as an entity of its passages."
+    )
+    sentence_embeddings: Literal["late", "separate"] = Field(
+        default="late",
+        description="late: a sentence's vector is the mean of its token vectors in the passage's forward pass "
+        "(no extra model time); separate: each sentence is embedded on its own.",
+    )
+    index_batch_size: int = Field(
+        default=256, ge=1, le=100_000, description="Passages written per indexing transaction."
+    )
+    index_threads: int | None = Field(
+        default=None, ge=1, le=256, description="torch threads for indexing (None: one per core)."
+    )
 
     @model_validator(mode="after")
     def _overlap_smaller(self) -> ModelSettings:
@@ -130,6 +144,22 @@ class RetrievalSettings(_Group):
     ppr_max_iter: int = Field(default=100, ge=1, description="PPR iteration cap.")
     length_norm_b: float = Field(default=0.0, ge=0, le=1, description="Eq. 27 BM25-style length normalisation.")
     top_k: int = Field(default=5, ge=1, le=100, description="Passages given to the answer prompt.")
+    min_link_score: float = Field(
+        default=0.0, ge=-1, le=1, description="Question mentions whose best entity cosine is lower stay unlinked."
+    )
+    question_gazetteer: bool = Field(
+        default=True, description="Also link question spans that name a graph entity exactly (besides NER)."
+    )
+    question_ner: Literal["always", "fallback", "never"] = Field(
+        default="fallback",
+        description="Run the extractor (spaCy NER) on questions: always, or only when the gazetteer links nothing.",
+    )
+    query_threads: int | None = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="torch threads for query encoding (it runs beside NER; None: one per core).",
+    )
 
 
 class ExperienceSettings(_Group):

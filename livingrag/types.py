@@ -48,6 +48,10 @@ class QueryEncoding:
     seeds: tuple[SeedEntity, ...]
     base_activation: Activation
     timings: dict[str, float] = field(default_factory=dict)
+    passage_scores: Any = field(default=None, repr=False, compare=False)
+    """Optional cache: cos(question, passage) for every passage of graph version ``graph_version``
+    (the retriever computes it while NER runs and reuses it in ``retrieve``)."""
+    graph_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ runner = CliRunner()
 
 def _walk(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     yield path, cmd
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _walk(sub, (*path, name))
+    # typer >= 0.2x builds its groups on its own vendored click, so test for sub-commands, not the class
+    for name, sub in (getattr(cmd, "commands", None) or {}).items():
+        yield from _walk(sub, (*path, name))
 
 
 def _all_commands() -> list[tuple[str, ...]]:

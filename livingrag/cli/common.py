@@ -42,3 +42,27 @@ def examples(*lines: str) -> str:
     """Format an 'Example' block for a command's help (kept verbatim by typer's rich markup)."""
     body = "\n\n".join(f"  $ {line}" for line in lines)
     return f"\n\n[bold]Example[/bold]\n\n{body}"
+
+
+TENANT_HELP = (
+    "Tenant that owns the corpus (env LIVINGRAG_TENANT). The tenant 'default' is created on first use; "
+    "other tenants come from `livingrag tenant create`."
+)
+
+
+def tenant_option() -> Any:
+    import typer
+
+    return typer.Option("default", "--tenant", envvar="LIVINGRAG_TENANT", help=TENANT_HELP, show_default=True)
+
+
+def resolve_tenant(db: Any, name: str) -> int:
+    """The tenant's id; the tenant named 'default' is created (once) when missing."""
+    from livingrag.corpus.service import DEFAULT_TENANT, ensure_tenant
+
+    tenant_id, key = ensure_tenant(db, name, create=name == DEFAULT_TENANT)
+    if key is not None:
+        err_console.print(
+            f"created tenant [bold]{name}[/bold] (id {tenant_id}); its API key, shown once: [bold]{key}[/bold]"
+        )
+    return tenant_id

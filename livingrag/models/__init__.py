@@ -9,3 +9,5 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# no "Loading weights" bar on every model load (livingrag draws its own progress where it matters)
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -81,6 +81,48 @@ class Embedder:
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def encode_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *, batch_size: int | None = None
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """Embed ``texts`` and, from the same forward pass, character spans inside each of them.
+
+        A span's vector is the mean of the contextual token vectors whose characters lie inside the
+        span, normalised ("late chunking"); a span with no such token (cut off by the model's
+        maximum length) gets None. The text vectors are exactly those of :meth:`encode`.
+        """
+        dim = self.dim
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        span_vecs: list[list[np.ndarray | None]] = [[None] * len(s) for s in spans]
+        if len(texts) == 0:
+            return out, span_vecs
+        import torch
+
+        bs = batch_size or self.batch_size
+        tok = self._model.tokenizer
+        max_len = self._model.max_seq_length
+        with self._lock, torch.inference_mode():
+            feats = self._model.encode(
+                list(texts), batch_size=bs, output_value=None, normalize_embeddings=True, show_progress_bar=False
+            )
+            for i, (text, f) in enumerate(zip(texts, feats, strict=True)):
+                out[i] = f["sentence_embedding"].float().cpu().numpy()
+                if not spans[i]:
+                    continue
+                enc = tok(text, return_offsets_mapping=True, truncation=True, max_length=max_len)
+                offsets = np.asarray(enc["offset_mapping"], dtype=np.int64)
+                n = int(f["attention_mask"].sum()) if "attention_mask" in f else len(offsets)
+                if len(offsets) != n:  # the model tokenised differently: no late chunking for this text
+                    continue
+                tokens = f["token_embeddings"][:n].float().cpu().numpy()
+                real = offsets[:, 1] > offsets[:, 0]
+                for j, (a, b) in enumerate(spans[i]):
+                    sel = real & (offsets[:, 0] >= a) & (offsets[:, 1] <= b)
+                    if sel.any():
+                        v = tokens[sel].mean(axis=0)
+                        norm = float(np.linalg.norm(v))
+                        span_vecs[i][j] = (v / norm).astype(np.float32) if norm > 0 else None
+        return out, span_vecs
+
 
 @lru_cache(maxsize=8)
 def get_embedder(name: str = "all-MiniLM-L6-v2", device: str = "cpu", batch_size: int = 64) -> Embedder:

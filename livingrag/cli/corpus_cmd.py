@@ -1,0 +1,224 @@
+"""``livingrag corpus``, ``livingrag index`` and ``livingrag passage``: build and change corpora."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from livingrag.cli.common import (
+    console,
+    err_console,
+    examples,
+    load_settings,
+    open_database,
+    print_json,
+    resolve_tenant,
+    tenant_option,
+)
+
+app = typer.Typer(
+    help="Corpora: named document collections of a tenant." + examples("livingrag corpus create wiki"),
+    no_args_is_help=True,
+)
+passage_app = typer.Typer(
+    help="Add, update or delete single passages of an indexed corpus."
+    + examples('livingrag passage add --corpus wiki --title "Casablanca" --text "Casablanca is a 1942 film."'),
+    no_args_is_help=True,
+)
+
+
+@app.command(
+    help="Create an empty corpus with the configured embedding model and entity extractor."
+    + examples("livingrag corpus create wiki", "livingrag corpus create docs --tenant acme --json")
+)
+def create(
+    name: str = typer.Argument(..., help="Corpus name (unique within the tenant)."),
+    tenant: str = tenant_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.corpus import service
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        info = service.create_corpus(db, tid, name, settings)
+    if as_json:
+        print_json({"id": info.id, "name": info.name, "tenant": tenant, "embedding_model": info.embedding_model})
+        return
+    console.print(
+        f"created corpus [bold]{info.name}[/bold] (id {info.id}, {info.embedding_model} {info.embedding_dim}-d, "
+        f"extractor {info.extractor})"
+    )
+
+
+@app.command(name="list", help="List the tenant's corpora with their sizes." + examples("livingrag corpus list --json"))
+def list_(
+    tenant: str = tenant_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.db.repositories import corpora, corpus_graph
+
+    with open_database() as db:
+        tid = resolve_tenant(db, tenant)
+        with db.tenant_session(tid) as s:
+            rows = [(c, corpus_graph.corpus_counts(s, c.id)) for c in corpora.list_corpora(s)]
+    if as_json:
+        print_json(
+            [
+                {"id": c.id, "name": c.name, "version": c.version, "embedding_model": c.embedding_model, **n}
+                for c, n in rows
+            ]
+        )
+        return
+    table = Table("id", "name", "version", "passages", "entities", "sentences", "model")
+    for c, n in rows:
+        table.add_row(
+            str(c.id), c.name, str(c.version), str(n["passages"]), str(n["entities"]), str(n["sentences"]),
+            c.embedding_model,
+        )  # fmt: skip
+    console.print(table)
+
+
+@app.command(
+    help="Delete a corpus and its whole graph (passages, sentences, entities, edges)."
+    + examples("livingrag corpus delete wiki --yes")
+)
+def delete(
+    name: str = typer.Argument(..., help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation."),
+) -> None:
+    from livingrag.db.repositories import corpora
+
+    with open_database() as db:
+        tid = resolve_tenant(db, tenant)
+        with db.tenant_session(tid) as s:
+            info = corpora.get_corpus(s, _ref(name))
+            if not yes and not typer.confirm(f"Delete corpus {info.name!r} and its whole graph?"):
+                raise typer.Exit(1)
+            corpora.delete_corpus(s, info.id)
+    console.print(f"deleted corpus [bold]{info.name}[/bold]")
+
+
+def _ref(name: str) -> str | int:
+    return int(name) if name.isdigit() else name
+
+
+def index(
+    path: Path = typer.Argument(..., help="A .json, .jsonl, .txt or .md file, or a folder of .txt/.md files."),
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name."),
+    tenant: str = tenant_option(),
+    create: bool = typer.Option(False, "--create", help="Create the corpus if it does not exist."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from livingrag.corpus import service
+    from livingrag.corpus.progress import NullProgress, RichProgress
+    from livingrag.errors import NotFound
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        try:
+            info = service.get_corpus(db, tid, _ref(corpus))
+        except NotFound:
+            if not create:
+                raise NotFound(
+                    f"no corpus {corpus!r}: create it with `livingrag corpus create {corpus}` or pass --create"
+                ) from None
+            info = service.create_corpus(db, tid, corpus, settings)
+            err_console.print(f"created corpus [bold]{info.name}[/bold]")
+        progress = NullProgress() if quiet else RichProgress(err_console)
+        report = service.indexer(db, tid, info, settings, progress=progress).index_path(path)
+    if as_json:
+        print_json(report.as_dict())
+        return
+    console.print(
+        f"corpus [bold]{report.corpus}[/bold] v{report.version}: {report.indexed} passages indexed, "
+        f"{report.skipped_existing} already present, {report.duplicates_in_input} duplicates in the input "
+        f"({report.documents} documents, {report.new_entities} new entities) in {report.phases.get('total', 0):.1f} s"
+    )
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phases.items() if k != "total")
+    console.print(f"[dim]{phases}[/dim]")
+
+
+INDEX_HELP = (
+    "Index documents into a corpus: chunk, extract entities, embed, and store the graph. Passages already "
+    "in the corpus (same content hash) are skipped, so re-running continues an interrupted run."
+    + examples(
+        "livingrag index --corpus wiki corpus.json",
+        "livingrag index --corpus notes --create ./notes/",
+        "livingrag index --corpus wiki --tenant acme more.jsonl --json",
+    )
+)
+
+
+@passage_app.command(
+    help="Index one passage (not chunked) and print its id."
+    + examples('livingrag passage add --corpus wiki --title "Casablanca" --text "Casablanca is a 1942 film."')
+)
+def add(
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name."),
+    text: str = typer.Option(..., "--text", help="Passage text."),
+    title: str = typer.Option("", "--title", help="Passage title."),
+    external_id: str | None = typer.Option(None, "--external-id", help="Your own id for the passage."),
+    tenant: str = tenant_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.corpus import service
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        info = service.get_corpus(db, tid, _ref(corpus))
+        pid = service.indexer(db, tid, info, settings).add_passage(text, title=title, external_id=external_id)
+    if as_json:
+        print_json({"id": pid})
+        return
+    console.print(f"passage {pid}")
+
+
+@passage_app.command(
+    help="Replace a passage's text and/or title; its sentences, entities and edges are rebuilt and the corpus "
+    "version bumped in one transaction." + examples('livingrag passage update --corpus wiki 42 --text "New text."')
+)
+def update(
+    passage: str = typer.Argument(..., help="Passage id or external id."),
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name."),
+    text: str | None = typer.Option(None, "--text", help="New text."),
+    title: str | None = typer.Option(None, "--title", help="New title."),
+    tenant: str = tenant_option(),
+) -> None:
+    from livingrag.corpus import service
+    from livingrag.errors import InvalidInput
+
+    if text is None and title is None:
+        raise InvalidInput("give --text and/or --title")
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        info = service.get_corpus(db, tid, _ref(corpus))
+        pid = service.indexer(db, tid, info, settings).update_passage(passage, text=text, title=title)
+    console.print(f"updated passage {pid}")
+
+
+@passage_app.command(
+    name="delete",
+    help="Delete passages with their sentences and edges (entities left without mentions go too)."
+    + examples("livingrag passage delete --corpus wiki 42 43"),
+)
+def delete_passage(
+    passages: list[str] = typer.Argument(..., help="Passage ids or external ids."),
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name."),
+    tenant: str = tenant_option(),
+) -> None:
+    from livingrag.corpus import service
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        info = service.get_corpus(db, tid, _ref(corpus))
+        deleted = service.indexer(db, tid, info, settings).delete_passages(passages)
+    console.print(f"deleted passages {', '.join(map(str, deleted))}")

@@ -1,0 +1,144 @@
+"""Loading a corpus graph from PostgreSQL into a :class:`~livingrag.retrieval.graph.CorpusGraph`.
+
+The tables are read with a handful of bulk statements (binary COPY parsed by numpy) in one
+REPEATABLE READ snapshot, ids are mapped to content-ordered rows with vectorised searches, and the
+sparse matrices are assembled once. :class:`GraphCache` keeps one graph per (corpus, version) in
+the process and reloads it when the corpus version in the database changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sqlalchemy import text
+
+from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables
+from livingrag.retrieval.graph import CorpusGraph
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
+
+log = logging.getLogger(__name__)
+
+
+def _rows_of(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row of each wanted id in ``ids`` and a mask of the wanted ids that are present."""
+    if len(ids) == 0:
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    sorter = np.argsort(ids, kind="stable")
+    pos = np.searchsorted(ids, wanted, sorter=sorter)
+    pos = np.clip(pos, 0, len(ids) - 1)
+    rows = sorter[pos]
+    return rows, ids[rows] == wanted
+
+
+def graph_from_tables(corpus_id: int, t: GraphTables) -> CorpusGraph:
+    """Assemble the in-memory graph from bulk-loaded tables (ids -> content-ordered rows)."""
+    s_prow, s_ok = _rows_of(t.passage_ids, t.sentence_passage_ids)
+    s_keep = np.flatnonzero(s_ok)
+    sentence_ids = t.sentence_ids[s_keep]
+    e_rows, e_ok = _rows_of(t.entity_ids, t.es_entity_ids)
+    s_rows, s_ok2 = _rows_of(sentence_ids, t.es_sentence_ids)
+    es_keep = e_ok & s_ok2
+    pe_p, pe_pok = _rows_of(t.passage_ids, t.pe_passage_ids)
+    pe_e, pe_eok = _rows_of(t.entity_ids, t.pe_entity_ids)
+    pe_keep = pe_pok & pe_eok
+    l_a, l_aok = _rows_of(t.passage_ids, t.link_sources)
+    l_b, l_bok = _rows_of(t.passage_ids, t.link_targets)
+    l_keep = l_aok & l_bok
+    return CorpusGraph.build(
+        corpus_id=corpus_id,
+        version=t.version,
+        passage_ids=t.passage_ids,
+        passage_embeddings=t.passage_embeddings,
+        passage_titles=t.passage_titles,
+        passage_texts=t.passage_texts,
+        passage_lengths=t.passage_lengths,
+        entity_ids=t.entity_ids,
+        entity_keys=t.entity_keys,
+        entity_names=t.entity_names,
+        entity_embeddings=t.entity_embeddings,
+        sentence_ids=sentence_ids,
+        sentence_passages=s_prow[s_keep],
+        sentence_embeddings=t.sentence_embeddings[s_keep],
+        entity_sentence_pairs=np.stack([e_rows[es_keep], s_rows[es_keep]], axis=1),
+        passage_entity_mentions=np.stack(
+            [pe_p[pe_keep].astype(np.float64), pe_e[pe_keep].astype(np.float64), t.pe_mentions[pe_keep]], axis=1
+        ),
+        passage_links=np.stack(
+            [l_a[l_keep].astype(np.float64), l_b[l_keep].astype(np.float64), t.link_weights[l_keep]], axis=1
+        ),
+    )
+
+
+def load_graph(db: Database, tenant_id: int, corpus_id: int, dim: int) -> CorpusGraph:
+    """Read the corpus in one REPEATABLE READ snapshot and build its graph."""
+    t0 = time.perf_counter()
+    with db.tenant_session(tenant_id) as s:
+        s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        tables = load_graph_tables(s, corpus_id, dim)
+    t1 = time.perf_counter()
+    graph = graph_from_tables(corpus_id, tables)
+    log.info(
+        "loaded corpus %s v%s: %d passages, %d entities, %d sentences (read %.2fs, build %.2fs, %.0f MB)",
+        corpus_id,
+        graph.version,
+        graph.n_passages,
+        graph.n_entities,
+        graph.n_sentences,
+        t1 - t0,
+        time.perf_counter() - t1,
+        graph.nbytes() / 1e6,
+    )
+    return graph
+
+
+def current_version(db: Database, tenant_id: int, corpus_id: int) -> int | None:
+    with db.tenant_session(tenant_id) as s:
+        v = s.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
+    return None if v is None else int(v)
+
+
+class GraphCache:
+    """One loaded graph per corpus, replaced when the corpus version in the database changes.
+
+    ``check_interval_s`` bounds how often the version is read (0: on every :meth:`get`).
+    """
+
+    def __init__(self, check_interval_s: float = 0.0) -> None:
+        self.check_interval_s = check_interval_s
+        self._graphs: dict[tuple[int, int], CorpusGraph] = {}
+        self._checked: dict[tuple[int, int], float] = {}
+        self._lock = threading.Lock()
+
+    def get(self, db: Database, tenant_id: int, corpus_id: int, dim: int) -> CorpusGraph:
+        key = (tenant_id, corpus_id)
+        now = time.monotonic()
+        with self._lock:
+            graph = self._graphs.get(key)
+            if graph is not None and now - self._checked.get(key, 0.0) < self.check_interval_s:
+                return graph
+        version = current_version(db, tenant_id, corpus_id)
+        with self._lock:
+            graph = self._graphs.get(key)
+            if graph is not None and graph.version == version:
+                self._checked[key] = now
+                return graph
+            graph = load_graph(db, tenant_id, corpus_id, dim)
+            self._graphs[key] = graph
+            self._checked[key] = now
+            return graph
+
+    def invalidate(self, tenant_id: int | None = None, corpus_id: int | None = None) -> None:
+        with self._lock:
+            for key in list(self._graphs):
+                if (tenant_id is None or key[0] == tenant_id) and (corpus_id is None or key[1] == corpus_id):
+                    self._graphs.pop(key, None)
+                    self._checked.pop(key, None)
+
+
+__all__ = ["GraphCache", "current_version", "graph_from_tables", "load_graph"]

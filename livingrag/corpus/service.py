@@ -1,0 +1,138 @@
+"""The corpus Python API: create corpora and get indexers and retrievers configured from settings.
+
+from livingrag.config import get_settings
+from livingrag.db import Database
+from livingrag.corpus import service
+
+settings = get_settings()
+db = Database(settings.db)
+tenant = service.ensure_tenant(db, "default")
+corpus = service.create_corpus(db, tenant, "wiki", settings)
+service.indexer(db, tenant, corpus, settings).index_path("corpus.json")
+retriever = service.retriever(db, tenant, corpus, settings)
+result = retriever.retrieve(retriever.encode("Who directed Casablanca?"))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from livingrag.db.repositories import corpora, tenants
+from livingrag.errors import AlreadyExists, NotFound
+from livingrag.types import CorpusInfo
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.progress import Progress
+    from livingrag.db.engine import Database
+    from livingrag.retrieval.retriever import Retriever
+
+DEFAULT_TENANT = "default"
+
+
+def ensure_tenant(db: Database, name: str = DEFAULT_TENANT, *, create: bool = True) -> tuple[int, str | None]:
+    """The id of tenant ``name``, created when missing (with ``create``); the new API key or None."""
+    with db.owner_session() as s:
+        try:
+            return tenants.get_tenant(s, name).id, None
+        except NotFound:
+            if not create:
+                raise
+    with db.owner_session() as s:
+        try:
+            rec, key = tenants.create_tenant(s, name)
+        except AlreadyExists:  # created concurrently
+            return tenants.get_tenant(s, name).id, None
+    return rec.id, key
+
+
+KNOWN_DIMS = {"all-minilm-l6-v2": 384, "sentence-transformers/all-minilm-l6-v2": 384}
+
+
+def embedding_dim(settings: Settings) -> int:
+    """The embedding model's dimension (the packaged model's is known; others are loaded to ask)."""
+    from livingrag.models.embedder import get_embedder
+
+    m = settings.models
+    known = KNOWN_DIMS.get(m.embedding_model.strip().lower())
+    if known is not None:
+        return known
+    return get_embedder(m.embedding_model, m.device, m.embedding_batch_size).dim
+
+
+def create_corpus(db: Database, tenant_id: int, name: str, settings: Settings) -> CorpusInfo:
+    """A new corpus recording the embedding model, its dimension and the extractor of ``settings``."""
+    m = settings.models
+    dim = embedding_dim(settings)
+    with db.tenant_session(tenant_id) as s:
+        return corpora.create_corpus(
+            s,
+            tenant_id,
+            name,
+            embedding_model=m.embedding_model,
+            embedding_dim=dim,
+            ner_model=m.ner_model,
+            extractor=m.extractor,
+            settings={
+                "chunk_tokens": m.chunk_tokens,
+                "chunk_overlap": m.chunk_overlap,
+                "title_entities": m.title_entities,
+                "sentence_embeddings": m.sentence_embeddings,
+            },
+        )
+
+
+def get_corpus(db: Database, tenant_id: int, name_or_id: str | int) -> CorpusInfo:
+    with db.tenant_session(tenant_id) as s:
+        return corpora.get_corpus(s, name_or_id)
+
+
+def indexer(
+    db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settings, *, progress: Progress | None = None
+) -> CorpusIndexer:
+    """An indexer for ``corpus`` with the corpus's models (loaded on first use)."""
+    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.ner import llm_factory, make_extractor
+    from livingrag.models.embedder import get_embedder
+
+    m = settings.models
+    stored = corpus.settings or {}
+
+    def extractor():  # type: ignore[no-untyped-def]
+        return make_extractor(
+            corpus.extractor,
+            ner_model=corpus.ner_model,
+            batch_size=m.ner_batch_size,
+            llm_factory=llm_factory(settings),
+            concurrency=settings.llm.concurrency,
+        )
+
+    def embedder():  # type: ignore[no-untyped-def]
+        return get_embedder(corpus.embedding_model, m.device, m.embedding_batch_size)
+
+    return CorpusIndexer(
+        db,
+        tenant_id,
+        corpus,
+        extractor=extractor,
+        embedder=embedder,
+        chunk_tokens=int(stored.get("chunk_tokens", m.chunk_tokens)),
+        chunk_overlap=int(stored.get("chunk_overlap", m.chunk_overlap)),
+        title_entities=bool(stored.get("title_entities", m.title_entities)),
+        sentence_embeddings=str(stored.get("sentence_embeddings", m.sentence_embeddings)),
+        batch_size=m.index_batch_size,
+        threads=m.index_threads,
+        embedding_batch_size=m.embedding_batch_size,
+        progress=progress,
+    )
+
+
+def retriever(db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settings, **overrides: object) -> Retriever:
+    """A retriever for ``corpus`` with the settings' retrieval parameters (``overrides`` win)."""
+    from livingrag.retrieval.retriever import Retriever
+
+    return Retriever.from_settings(db, tenant_id, corpus, settings, **overrides)
+
+
+__all__ = ["DEFAULT_TENANT", "create_corpus", "ensure_tenant", "get_corpus", "indexer", "retriever"]

@@ -1,0 +1,607 @@
+"""The corpus graph's SQL: passages, sentences, entities and their edges.
+
+Writes go through binary COPY into temporary tables and one ``INSERT ... SELECT`` per table
+(:mod:`livingrag.db.copy_binary`); reads for the retriever's matrices are binary COPYs parsed by
+numpy. Every write function expects the caller to hold :func:`lock_corpus` in its transaction, so
+two writers of one corpus never interleave. Like every repository, nothing here commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from livingrag.db.copy_binary import copy_in, copy_out_fixed
+from livingrag.errors import NotFound
+
+_LOCK_BASE = 0x4C52_4700_0000_0000  # "LRG" in the high bytes; the corpus id in the low ones
+
+
+def lock_corpus(session: Session, corpus_id: int) -> None:
+    """Serialise writers of one corpus until the end of the transaction."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_BASE + int(corpus_id)})
+
+
+# ---------------------------------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class PassageRow:
+    title: str
+    text: str
+    content_hash: str
+    length: int
+    token_count: int
+    doc_key: str | None
+    chunk_index: int
+    external_id: str | None
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True)
+class SentenceRow:
+    passage: int  # position in the batch's passage list
+    position: int
+    text: str
+    embedding: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    key: str
+    name: str
+    label: str | None
+    surface_forms: tuple[str, ...]
+    embedding: np.ndarray | None  # None: the entity is expected to exist already
+
+
+@dataclass(frozen=True)
+class GraphBatch:
+    """Everything one indexing transaction writes, linked by positions within the batch."""
+
+    passages: Sequence[PassageRow]
+    sentences: Sequence[SentenceRow]
+    entities: Sequence[EntityRow]
+    entity_sentences: Sequence[tuple[str, int]]  # (entity key, sentence position in this batch)
+    passage_entities: Sequence[tuple[int, str, int, float]]  # (passage position, entity key, mentions, weight)
+
+
+@dataclass(frozen=True)
+class PassageRecord:
+    id: int
+    corpus_id: int
+    external_id: str | None
+    doc_key: str | None
+    chunk_index: int
+    title: str
+    text: str
+    content_hash: str
+
+
+# ---------------------------------------------------------------------------------------- reads
+
+
+def existing_hashes(session: Session, corpus_id: int, hashes: Sequence[str]) -> set[str]:
+    """The subset of ``hashes`` already stored in the corpus."""
+    if not hashes:
+        return set()
+    rows = session.execute(
+        text("SELECT content_hash FROM passages WHERE corpus_id = :c AND content_hash = ANY(:h)"),
+        {"c": corpus_id, "h": list(hashes)},
+    ).scalars()
+    return set(rows)
+
+
+def existing_entity_keys(session: Session, corpus_id: int, keys: Sequence[str]) -> set[str]:
+    if not keys:
+        return set()
+    rows = session.execute(
+        text("SELECT normalized_name FROM entities WHERE corpus_id = :c AND normalized_name = ANY(:k)"),
+        {"c": corpus_id, "k": list(keys)},
+    ).scalars()
+    return set(rows)
+
+
+def entities_without_embedding(session: Session, corpus_id: int) -> list[tuple[int, str]]:
+    return [
+        (int(i), str(k))
+        for i, k in session.execute(
+            text("SELECT id, normalized_name FROM entities WHERE corpus_id = :c AND embedding IS NULL"),
+            {"c": corpus_id},
+        ).all()
+    ]
+
+
+def set_entity_embeddings(session: Session, corpus_id: int, rows: Sequence[tuple[int, np.ndarray]]) -> None:
+    for eid, emb in rows:
+        session.execute(
+            text("UPDATE entities SET embedding = :e WHERE id = :i AND corpus_id = :c"),
+            {"e": np.asarray(emb, dtype=np.float32), "i": eid, "c": corpus_id},
+        )
+
+
+_PASSAGE_COLS = "id, corpus_id, external_id, doc_key, chunk_index, title, text, content_hash"
+
+
+def get_passage(session: Session, corpus_id: int, ref: int | str) -> PassageRecord:
+    """A passage by database id (an int, or digits) or by external id."""
+    row = None
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        row = session.execute(
+            text(f"SELECT {_PASSAGE_COLS} FROM passages WHERE corpus_id = :c AND id = :i"),
+            {"c": corpus_id, "i": int(ref)},
+        ).one_or_none()
+    if row is None and isinstance(ref, str):
+        rows = session.execute(
+            text(f"SELECT {_PASSAGE_COLS} FROM passages WHERE corpus_id = :c AND external_id = :e ORDER BY id"),
+            {"c": corpus_id, "e": ref},
+        ).all()
+        if len(rows) > 1:
+            raise NotFound(f"external id {ref!r} names {len(rows)} passages; use a passage id")
+        row = rows[0] if rows else None
+    if row is None:
+        raise NotFound(f"no passage {ref!r} in this corpus")
+    return PassageRecord(*row)
+
+
+def passage_entity_ids(session: Session, passage_ids: Sequence[int]) -> list[int]:
+    return list(
+        session.execute(
+            text("SELECT DISTINCT entity_id FROM passage_entities WHERE passage_id = ANY(:p)"), {"p": list(passage_ids)}
+        ).scalars()
+    )
+
+
+def corpus_counts(session: Session, corpus_id: int) -> dict[str, int]:
+    row = session.execute(
+        text(
+            "SELECT (SELECT count(*) FROM passages WHERE corpus_id = :c),"
+            " (SELECT count(*) FROM sentences WHERE corpus_id = :c),"
+            " (SELECT count(*) FROM entities WHERE corpus_id = :c),"
+            " (SELECT count(*) FROM passage_entities WHERE corpus_id = :c),"
+            " (SELECT count(*) FROM entity_sentences WHERE corpus_id = :c),"
+            " (SELECT count(*) FROM passage_links WHERE corpus_id = :c)"
+        ),
+        {"c": corpus_id},
+    ).one()
+    return dict(
+        zip(
+            ("passages", "sentences", "entities", "passage_entities", "entity_sentences", "passage_links"),
+            map(int, row),
+            strict=True,
+        )
+    )
+
+
+def all_hashes(session: Session, corpus_id: int) -> list[str]:
+    return list(
+        session.execute(text("SELECT content_hash FROM passages WHERE corpus_id = :c"), {"c": corpus_id}).scalars()
+    )
+
+
+# ---------------------------------------------------------------------------------------- writes
+
+
+def _allocate_ids(session: Session, table: str, n: int) -> list[int]:
+    if n == 0:
+        return []
+    return list(
+        session.execute(
+            text(f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, :n)"), {"n": n}
+        ).scalars()
+    )
+
+
+def _temp(session: Session, name: str, columns: str) -> None:
+    session.execute(text(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DROP"))
+    session.execute(text(f"TRUNCATE {name}"))
+
+
+_PASSAGE_COPY_COLS = (
+    "id", "title", "text", "content_hash", "length", "token_count",
+    "doc_key", "chunk_index", "external_id", "embedding",
+)  # fmt: skip
+
+
+def write_batch(session: Session, tenant_id: int, corpus_id: int, batch: GraphBatch) -> list[int]:
+    """Insert a batch of passages with their sentences, entities and edges; returns the passage ids.
+
+    The caller holds :func:`lock_corpus` and has already dropped passages whose hash exists.
+    Entities new to the corpus are inserted (an existing key only gains new surface forms).
+    """
+    p_ids = _allocate_ids(session, "passages", len(batch.passages))
+    s_ids = _allocate_ids(session, "sentences", len(batch.sentences))
+
+    _temp(
+        session,
+        "_lrg_passages",
+        "id bigint, title text, text text, content_hash text, length int, token_count int, doc_key text,"
+        " chunk_index int, external_id text, embedding vector",
+    )
+    copy_in(
+        session,
+        "_lrg_passages",
+        _PASSAGE_COPY_COLS,
+        ["int8", "text", "text", "text", "int4", "int4", "text", "int4", "text", "vector"],
+        (
+            (pid, p.title, p.text, p.content_hash, p.length, p.token_count, p.doc_key, p.chunk_index, p.external_id,
+             np.asarray(p.embedding, dtype=np.float32))
+            for pid, p in zip(p_ids, batch.passages, strict=True)
+        ),
+    )  # fmt: skip
+    session.execute(
+        text(
+            "INSERT INTO passages (id, tenant_id, corpus_id, title, text, content_hash, length, token_count, doc_key,"
+            " chunk_index, external_id, embedding) SELECT id, :t, :c, title, text, content_hash, length, token_count,"
+            " doc_key, chunk_index, external_id, embedding FROM _lrg_passages"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    )
+
+    _temp(session, "_lrg_sentences", "id bigint, passage_id bigint, position int, text text, embedding vector")
+    copy_in(
+        session,
+        "_lrg_sentences",
+        ["id", "passage_id", "position", "text", "embedding"],
+        ["int8", "int8", "int4", "text", "vector"],
+        (
+            (
+                sid,
+                p_ids[s.passage],
+                s.position,
+                s.text,
+                None if s.embedding is None else np.asarray(s.embedding, dtype=np.float32),
+            )
+            for sid, s in zip(s_ids, batch.sentences, strict=True)
+        ),
+    )
+    session.execute(
+        text(
+            "INSERT INTO sentences (id, tenant_id, corpus_id, passage_id, position, text, embedding)"
+            " SELECT id, :t, :c, passage_id, position, text, embedding FROM _lrg_sentences"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    )
+
+    upsert_entities(session, tenant_id, corpus_id, batch.entities)
+
+    _temp(session, "_lrg_entity_sentences", "key text, sentence_id bigint")
+    copy_in(
+        session,
+        "_lrg_entity_sentences",
+        ["key", "sentence_id"],
+        ["text", "int8"],
+        ((k, s_ids[pos]) for k, pos in batch.entity_sentences),
+    )
+    session.execute(
+        text(
+            "INSERT INTO entity_sentences (entity_id, sentence_id, tenant_id, corpus_id)"
+            " SELECT DISTINCT e.id, t.sentence_id, :t, :c FROM _lrg_entity_sentences t"
+            " JOIN entities e ON e.corpus_id = :c AND e.normalized_name = t.key ON CONFLICT DO NOTHING"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    )
+
+    _temp(session, "_lrg_passage_entities", "passage_id bigint, key text, mentions int, weight real")
+    copy_in(
+        session,
+        "_lrg_passage_entities",
+        ["passage_id", "key", "mentions", "weight"],
+        ["int8", "text", "int4", "float4"],
+        ((p_ids[p], k, m, w) for p, k, m, w in batch.passage_entities),
+    )
+    session.execute(
+        text(
+            "INSERT INTO passage_entities (passage_id, entity_id, tenant_id, corpus_id, mentions, weight)"
+            " SELECT t.passage_id, e.id, :t, :c, t.mentions, t.weight FROM _lrg_passage_entities t"
+            " JOIN entities e ON e.corpus_id = :c AND e.normalized_name = t.key"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    )
+    return p_ids
+
+
+def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: Sequence[EntityRow]) -> None:
+    """Insert new entities; existing ones (same normalised name) gain any new surface forms."""
+    if not entities:
+        return
+    _temp(session, "_lrg_entities", "key text, name text, label text, surface_forms text[], embedding vector")
+    copy_in(
+        session,
+        "_lrg_entities",
+        ["key", "name", "label", "surface_forms", "embedding"],
+        ["text", "text", "text", "text[]", "vector"],
+        (
+            (
+                e.key,
+                e.name,
+                e.label,
+                list(e.surface_forms),
+                None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32),
+            )
+            for e in entities
+        ),
+    )
+    session.execute(
+        text(
+            "INSERT INTO entities AS x (tenant_id, corpus_id, name, normalized_name, surface_forms, label, embedding)"
+            " SELECT :t, :c, name, key, surface_forms, label, embedding FROM _lrg_entities"
+            " ON CONFLICT (corpus_id, normalized_name) DO UPDATE"
+            " SET surface_forms = ARRAY(SELECT DISTINCT f FROM unnest(x.surface_forms || EXCLUDED.surface_forms) AS f"
+            "   ORDER BY f LIMIT 32),"
+            "   embedding = COALESCE(x.embedding, EXCLUDED.embedding)"
+            " WHERE NOT (x.surface_forms @> EXCLUDED.surface_forms) OR (x.embedding IS NULL)"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    )
+
+
+def link_chunks(session: Session, tenant_id: int, corpus_id: int, passage_ids: Sequence[int]) -> int:
+    """Link each of ``passage_ids`` with the previous and next chunk of its document, where stored."""
+    if not passage_ids:
+        return 0
+    res = session.execute(
+        text(
+            "INSERT INTO passage_links (source_id, target_id, tenant_id, corpus_id, weight)"
+            " SELECT a.id, b.id, :t, :c, 1.0 FROM passages a JOIN passages b"
+            "   ON b.corpus_id = a.corpus_id AND b.doc_key = a.doc_key AND b.chunk_index = a.chunk_index + 1"
+            " WHERE a.corpus_id = :c AND a.doc_key IS NOT NULL AND (a.id = ANY(:p) OR b.id = ANY(:p))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        {"t": tenant_id, "c": corpus_id, "p": list(passage_ids)},
+    )
+    return int(res.rowcount or 0)
+
+
+def delete_passages(session: Session, corpus_id: int, passage_ids: Sequence[int]) -> list[int]:
+    """Delete passages (their sentences and edges go by cascade); returns the ids deleted."""
+    return [
+        int(i)
+        for i in session.execute(
+            text("DELETE FROM passages WHERE corpus_id = :c AND id = ANY(:p) RETURNING id"),
+            {"c": corpus_id, "p": list(passage_ids)},
+        ).scalars()
+    ]
+
+
+def clear_passage_graph(session: Session, corpus_id: int, passage_id: int) -> None:
+    """Remove a passage's sentences and entity edges (before it is re-extracted)."""
+    session.execute(
+        text("DELETE FROM sentences WHERE corpus_id = :c AND passage_id = :p"), {"c": corpus_id, "p": passage_id}
+    )
+    session.execute(
+        text("DELETE FROM passage_entities WHERE corpus_id = :c AND passage_id = :p"), {"c": corpus_id, "p": passage_id}
+    )
+
+
+def update_passage_row(session: Session, corpus_id: int, passage_id: int, row: PassageRow) -> None:
+    session.execute(
+        text(
+            "UPDATE passages SET title = :title, text = :text, content_hash = :h, length = :len, token_count = :tok,"
+            " embedding = :emb, updated_at = now() WHERE corpus_id = :c AND id = :i"
+        ),
+        {
+            "title": row.title,
+            "text": row.text,
+            "h": row.content_hash,
+            "len": row.length,
+            "tok": row.token_count,
+            "emb": np.asarray(row.embedding, dtype=np.float32),
+            "c": corpus_id,
+            "i": passage_id,
+        },
+    )
+
+
+def insert_passage_graph(
+    session: Session,
+    tenant_id: int,
+    corpus_id: int,
+    passage_id: int,
+    sentences: Sequence[SentenceRow],
+    entities: Sequence[EntityRow],
+    entity_sentences: Sequence[tuple[str, int]],
+    passage_entities: Sequence[tuple[str, int, float]],
+) -> None:
+    """Sentences, entities and edges of one existing passage (after :func:`clear_passage_graph`)."""
+    s_ids = _allocate_ids(session, "sentences", len(sentences))
+    for sid, s in zip(s_ids, sentences, strict=True):
+        session.execute(
+            text(
+                "INSERT INTO sentences (id, tenant_id, corpus_id, passage_id, position, text, embedding)"
+                " VALUES (:i, :t, :c, :p, :pos, :txt, :emb)"
+            ),
+            {
+                "i": sid,
+                "t": tenant_id,
+                "c": corpus_id,
+                "p": passage_id,
+                "pos": s.position,
+                "txt": s.text,
+                "emb": None if s.embedding is None else np.asarray(s.embedding, dtype=np.float32),
+            },
+        )
+    upsert_entities(session, tenant_id, corpus_id, entities)
+    for key, pos in entity_sentences:
+        session.execute(
+            text(
+                "INSERT INTO entity_sentences (entity_id, sentence_id, tenant_id, corpus_id)"
+                " SELECT id, :s, :t, :c FROM entities WHERE corpus_id = :c AND normalized_name = :k"
+                " ON CONFLICT DO NOTHING"
+            ),
+            {"s": s_ids[pos], "t": tenant_id, "c": corpus_id, "k": key},
+        )
+    for key, mentions, weight in passage_entities:
+        session.execute(
+            text(
+                "INSERT INTO passage_entities (passage_id, entity_id, tenant_id, corpus_id, mentions, weight)"
+                " SELECT :p, id, :t, :c, :m, :w FROM entities WHERE corpus_id = :c AND normalized_name = :k"
+            ),
+            {"p": passage_id, "t": tenant_id, "c": corpus_id, "m": mentions, "w": weight, "k": key},
+        )
+
+
+def remove_orphan_entities(session: Session, corpus_id: int, candidate_ids: Sequence[int] | None = None) -> int:
+    """Delete entities no passage mentions any more (among ``candidate_ids``, or all)."""
+    cond = "AND e.id = ANY(:ids)" if candidate_ids is not None else ""
+    params: dict[str, Any] = {"c": corpus_id}
+    if candidate_ids is not None:
+        if not candidate_ids:
+            return 0
+        params["ids"] = list(candidate_ids)
+    res = session.execute(
+        text(
+            f"DELETE FROM entities e WHERE e.corpus_id = :c {cond}"
+            " AND NOT EXISTS (SELECT 1 FROM passage_entities pe WHERE pe.entity_id = e.id)"
+        ),
+        params,
+    )
+    return int(res.rowcount or 0)
+
+
+# ---------------------------------------------------------------------------------------- bulk loads
+
+
+@dataclass(frozen=True)
+class GraphTables:
+    """The corpus graph as arrays, rows in content order (see retrieval/graph.py)."""
+
+    version: int
+    passage_ids: np.ndarray
+    passage_titles: list[str]
+    passage_texts: list[str]
+    passage_lengths: np.ndarray
+    passage_embeddings: np.ndarray
+    entity_ids: np.ndarray
+    entity_keys: list[str]
+    entity_names: list[str]
+    entity_embeddings: np.ndarray
+    sentence_ids: np.ndarray
+    sentence_passage_ids: np.ndarray
+    sentence_embeddings: np.ndarray
+    es_entity_ids: np.ndarray  # entity_sentences, column by column
+    es_sentence_ids: np.ndarray
+    pe_passage_ids: np.ndarray  # passage_entities, column by column
+    pe_entity_ids: np.ndarray
+    pe_mentions: np.ndarray
+    link_sources: np.ndarray  # passage_links, column by column
+    link_targets: np.ndarray
+    link_weights: np.ndarray
+
+
+def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables:
+    """Read one corpus's graph in a handful of bulk statements (one consistent snapshot).
+
+    The caller should run this in a REPEATABLE READ transaction (or hold the corpus lock) so the
+    statements see one version.
+    """
+    version = session.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
+    if version is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    c = {"c": corpus_id}
+    prows = session.execute(
+        text(
+            "SELECT id, title, text, length FROM passages WHERE corpus_id = :c AND embedding IS NOT NULL"
+            " ORDER BY content_hash"
+        ),
+        c,
+    ).all()
+    pemb = copy_out_fixed(
+        session,
+        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY content_hash",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        c,
+    )
+    erows = session.execute(
+        text(
+            "SELECT id, normalized_name, name FROM entities WHERE corpus_id = :c AND embedding IS NOT NULL"
+            " ORDER BY normalized_name"
+        ),
+        c,
+    ).all()
+    eemb = copy_out_fixed(
+        session,
+        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY normalized_name",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        c,
+    )
+    semb = copy_out_fixed(
+        session,
+        "SELECT s.id, s.passage_id, s.embedding FROM sentences s JOIN passages p ON p.id = s.passage_id"
+        " WHERE s.corpus_id = %(c)s AND s.embedding IS NOT NULL ORDER BY p.content_hash, s.position",
+        [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
+        c,
+    )
+    es = copy_out_fixed(
+        session,
+        "SELECT entity_id, sentence_id FROM entity_sentences WHERE corpus_id = %(c)s",
+        [("entity_id", "int8"), ("sentence_id", "int8")],
+        c,
+    )
+    pe = copy_out_fixed(
+        session,
+        "SELECT passage_id, entity_id, mentions FROM passage_entities WHERE corpus_id = %(c)s",
+        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
+        c,
+    )
+    pl = copy_out_fixed(
+        session,
+        "SELECT source_id, target_id, weight FROM passage_links WHERE corpus_id = %(c)s",
+        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
+        c,
+    )
+    if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
+        eemb["id"], np.array([r[0] for r in erows], dtype=np.int64)
+    ):
+        raise RuntimeError("the corpus changed while it was being loaded; load it in one snapshot")
+    return GraphTables(
+        version=int(version),
+        passage_ids=pemb["id"],
+        passage_titles=[r[1] for r in prows],
+        passage_texts=[r[2] for r in prows],
+        passage_lengths=np.array([r[3] for r in prows], dtype=np.float64),
+        passage_embeddings=pemb["embedding"],
+        entity_ids=eemb["id"],
+        entity_keys=[r[1] for r in erows],
+        entity_names=[r[2] for r in erows],
+        entity_embeddings=eemb["embedding"],
+        sentence_ids=semb["id"],
+        sentence_passage_ids=semb["passage_id"],
+        sentence_embeddings=semb["embedding"],
+        es_entity_ids=es["entity_id"],
+        es_sentence_ids=es["sentence_id"],
+        pe_passage_ids=pe["passage_id"],
+        pe_entity_ids=pe["entity_id"],
+        pe_mentions=pe["mentions"],
+        link_sources=pl["source_id"],
+        link_targets=pl["target_id"],
+        link_weights=pl["weight"],
+    )
+
+
+__all__ = [
+    "EntityRow",
+    "GraphBatch",
+    "GraphTables",
+    "PassageRecord",
+    "PassageRow",
+    "SentenceRow",
+    "clear_passage_graph",
+    "corpus_counts",
+    "delete_passages",
+    "existing_entity_keys",
+    "existing_hashes",
+    "get_passage",
+    "insert_passage_graph",
+    "link_chunks",
+    "load_graph_tables",
+    "lock_corpus",
+    "remove_orphan_entities",
+    "update_passage_row",
+    "write_batch",
+]

@@ -1,0 +1,290 @@
+"""The retrieval benchmark: Recall@2/@5 against gold passages, latency split, indexing time, memory.
+
+Datasets (HippoRAG formats, see ``../shared/datasets/*/SOURCE.md``):
+
+* ``2wikimultihopqa``: ``hipporag_1000/2wikimultihopqa_corpus.json`` (list of {title, text}) and
+  ``gold_1000/questions_with_gold.json`` (``gold_corpus_idx`` = positions in the corpus);
+* ``musique``: ``hipporag_train_100/musique_train{,_corpus}.json`` (gold = paragraphs flagged
+  ``is_supporting``, matched to the corpus on title and text);
+* ``hotpotqa``: ``hipporag_train_100/hotpotqa_train{,_corpus}.json`` (corpus = object title ->
+  sentences; gold = the titles in ``supporting_facts``).
+
+Recall@k is HippoRAG's: the share of a question's gold passages found in the top k, averaged over
+questions (``full_recall_at_k`` also reports the share of questions with every gold passage in the
+top k). Gold passages are matched by document, so a chunked gold document counts once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from livingrag.corpus.chunking import document_key
+from livingrag.corpus.ingest import Document, read_json
+from livingrag.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.corpus.progress import Progress
+    from livingrag.db.engine import Database
+
+DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
+
+
+@dataclass(frozen=True)
+class BenchQuestion:
+    question: str
+    gold: tuple[str, ...]  # document keys
+
+
+@dataclass(frozen=True)
+class BenchDataset:
+    name: str
+    documents: list[Document]
+    questions: list[BenchQuestion]
+
+
+def _find(data_dir: Path, dataset: str, rel: str) -> Path:
+    for base in (data_dir, data_dir / dataset):
+        if (base / rel).exists():
+            return base / rel
+    raise InvalidInput(f"{dataset}: {rel} not found under {data_dir} (give the dataset's folder as --data-dir)")
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{path}: cannot read the benchmark file: {exc}") from None
+
+
+def load_2wiki(data_dir: Path) -> BenchDataset:
+    docs = read_json(_find(data_dir, "2wikimultihopqa", "hipporag_1000/2wikimultihopqa_corpus.json"))
+    keys = [document_key(d) for d in docs]
+    qs = _load_json(_find(data_dir, "2wikimultihopqa", "gold_1000/questions_with_gold.json"))
+    questions = [BenchQuestion(q["question"], tuple(dict.fromkeys(keys[i] for i in q["gold_corpus_idx"]))) for q in qs]
+    return BenchDataset("2wikimultihopqa", docs, questions)
+
+
+def load_musique(data_dir: Path) -> BenchDataset:
+    docs = read_json(_find(data_dir, "musique", "hipporag_train_100/musique_train_corpus.json"))
+    by_content = {(d.title, d.text): document_key(d) for d in docs}
+    qs = _load_json(_find(data_dir, "musique", "hipporag_train_100/musique_train.json"))
+    questions = []
+    for q in qs:
+        gold = []
+        for p in q["paragraphs"]:
+            if p.get("is_supporting"):
+                key = by_content.get((p["title"].strip(), p["paragraph_text"].strip()))
+                if key is None:
+                    raise InvalidInput(f"musique: gold paragraph {p['title']!r} is not in the corpus")
+                gold.append(key)
+        questions.append(BenchQuestion(q["question"], tuple(dict.fromkeys(gold))))
+    return BenchDataset("musique", docs, questions)
+
+
+def load_hotpotqa(data_dir: Path) -> BenchDataset:
+    docs = read_json(_find(data_dir, "hotpotqa", "hipporag_train_100/hotpotqa_train_corpus.json"))
+    by_title = {d.title: document_key(d) for d in docs}
+    qs = _load_json(_find(data_dir, "hotpotqa", "hipporag_train_100/hotpotqa_train.json"))
+    questions = []
+    for q in qs:
+        titles = dict.fromkeys(t for t, _ in q["supporting_facts"])
+        missing = [t for t in titles if t.strip() not in by_title]
+        if missing:
+            raise InvalidInput(f"hotpotqa: gold titles {missing} are not in the corpus")
+        questions.append(BenchQuestion(q["question"], tuple(by_title[t.strip()] for t in titles)))
+    return BenchDataset("hotpotqa", docs, questions)
+
+
+LOADERS: dict[str, Callable[[Path], BenchDataset]] = {
+    "2wikimultihopqa": load_2wiki,
+    "musique": load_musique,
+    "hotpotqa": load_hotpotqa,
+}
+
+
+def load_dataset(name: str, data_dir: str | Path) -> BenchDataset:
+    if name not in LOADERS:
+        raise InvalidInput(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    return LOADERS[name](Path(data_dir).expanduser())
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 3) if values else 0.0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run_retrieval_bench(
+    db: Database,
+    settings: Settings,
+    dataset: BenchDataset,
+    *,
+    tenant: str = "bench",
+    limit: int | None = None,
+    shuffle_seed: int | None = None,
+    preset: str | None = None,
+    progress: Progress | None = None,
+    ks: tuple[int, ...] = (2, 5),
+) -> dict[str, Any]:
+    """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
+    from sqlalchemy import text
+
+    from livingrag.corpus import service
+    from livingrag.corpus.progress import NullProgress
+    from livingrag.errors import NotFound
+
+    progress = progress or NullProgress()
+    tenant_id, _ = service.ensure_tenant(db, tenant)
+    name = f"bench-{dataset.name}" + (f"-shuffle{shuffle_seed}" if shuffle_seed is not None else "")
+    docs = list(dataset.documents)
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(docs)
+    try:
+        corpus = service.get_corpus(db, tenant_id, name)
+    except NotFound:
+        corpus = service.create_corpus(db, tenant_id, name, settings)
+    indexer = service.indexer(db, tenant_id, corpus, settings, progress=progress)
+    report = indexer.index_documents(docs)
+    first_index = _remember_first_index(settings, name, report.as_dict())
+
+    settings = settings.model_copy(deep=True)
+    settings.retrieval.preset = (preset or dataset.name) if (preset or dataset.name) in _preset_names() else "custom"  # type: ignore[assignment]
+    corpus = service.get_corpus(db, tenant_id, corpus.id)
+    retriever = service.retriever(db, tenant_id, corpus, settings)
+    t = time.perf_counter()
+    graph = retriever.graph()
+    graph_load_s = time.perf_counter() - t
+    with db.tenant_session(tenant_id) as s:
+        doc_of = dict(
+            s.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id = :c"), {"c": corpus.id}).tuples().all()
+        )
+    questions = dataset.questions[:limit] if limit else dataset.questions
+    for q in questions[:3]:  # warm-up: first calls pay for lazy initialisation
+        retriever.retrieve(retriever.encode(q.question))
+    kmax = max(ks)
+    recall = {k: [] for k in ks}  # type: dict[int, list[float]]
+    full = {k: [] for k in ks}  # type: dict[int, list[float]]
+    dense_recall: list[float] = []
+    stages = "retrieval encode ner embed dense mention_embed graph link propagation passage_scoring ppr"
+    lat: dict[str, list[float]] = {k: [] for k in stages.split()}
+    cpu: dict[str, list[float]] = {"retrieval": [], "encode": [], "rank": []}
+    fallbacks = 0
+    task = progress.add("questions ", len(questions))
+    with progress:
+        for q in questions:
+            c0 = time.process_time()
+            enc = retriever.encode(q.question)
+            c1, tc1 = time.process_time(), time.thread_time()
+            res = retriever.retrieve(enc, top_k=kmax)
+            cpu["retrieval"].append((time.process_time() - c0) * 1000)
+            cpu["encode"].append((c1 - c0) * 1000)
+            cpu["rank"].append((time.thread_time() - tc1) * 1000)
+            dense = retriever.dense(enc, top_k=kmax)
+            t_ = res.timings
+            for key in lat:
+                lat[key].append(float(t_.get(f"{key}_ms", 0.0)))
+            fallbacks += res.dense_fallback
+            gold = set(q.gold)
+            got = [doc_of.get(p.id) for p in res.passages]
+            for k in ks:
+                hit = gold & set(got[:k])
+                recall[k].append(len(hit) / len(gold))
+                full[k].append(float(hit == gold))
+            dense_recall.append(len(gold & {doc_of.get(p.id) for p in dense[:5]}) / len(gold))
+            progress.advance(task, 1)
+    retriever.close()
+    out: dict[str, Any] = {
+        "dataset": dataset.name,
+        "corpus": name,
+        "questions": len(questions),
+        "passages": graph.n_passages,
+        "entities": graph.n_entities,
+        "bridge_sentences": graph.n_sentences,
+    }
+    for k in ks:
+        out[f"recall_at_{k}"] = round(float(np.mean(recall[k])), 4) if questions else 0.0
+    for k in ks:
+        out[f"full_recall_at_{k}"] = round(float(np.mean(full[k])), 4) if questions else 0.0
+    out["dense_recall_at_5"] = round(float(np.mean(dense_recall)), 4) if questions else 0.0
+    out["dense_fallback_rate"] = round(fallbacks / max(len(questions), 1), 4)
+    cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
+    out.update(
+        {
+            "graph_ms_p50": _pct(lat["graph"], 50),
+            "graph_ms_p95": _pct(lat["graph"], 95),
+            "retrieval_ms_p50": _pct(lat["retrieval"], 50),
+            "retrieval_ms_p95": _pct(lat["retrieval"], 95),
+            "encode_ms_p50": _pct(lat["encode"], 50),
+            "encode_ms_p95": _pct(lat["encode"], 95),
+            "ner_ms_p50": _pct(lat["ner"], 50),
+            "embed_ms_p50": _pct(lat["embed"], 50),
+            "mention_embed_ms_p50": _pct(lat["mention_embed"], 50),
+            "dense_ms_p50": _pct(lat["dense"], 50),
+            "link_ms_p50": _pct(lat["link"], 50),
+            "propagation_ms_p50": _pct(lat["propagation"], 50),
+            "passage_scoring_ms_p50": _pct(lat["passage_scoring"], 50),
+            "ppr_ms_p50": _pct(lat["ppr"], 50),
+            # CPU time (this process, all threads) per question: what the wall times would be
+            # without other processes competing for the cores, for the parts that run serially
+            "cpu_retrieval_ms_p50": _pct(cpu["retrieval"], 50),
+            "cpu_encode_ms_p50": _pct(cpu["encode"], 50),
+            "cpu_graph_ms_p50": _pct(cpu_graph, 50),
+            "cpu_graph_ms_p95": _pct(cpu_graph, 95),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
+    )
+    out["index_seconds"] = round(report.phases.get("total", 0.0), 2)
+    out["index_phases"] = {k: round(v, 2) for k, v in report.phases.items()}
+    out["index_cpu_seconds"] = {k: round(v, 2) for k, v in report.cpu.items()}
+    out["indexed_passages"] = report.indexed
+    out["skipped_existing"] = report.skipped_existing
+    if first_index is not None and report.indexed == 0:
+        out["first_index_seconds"] = first_index.get("phases", {}).get("total")
+        out["first_index_phases"] = first_index.get("phases")
+        out["first_index_cpu_seconds"] = first_index.get("cpu")
+    out["graph_load_seconds"] = round(graph_load_s, 2)
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["shuffle_seed"] = shuffle_seed
+    out["settings"] = {
+        "retrieval": replace(retriever.params).as_dict() | {"preset": settings.retrieval.preset},
+        "embedding_model": corpus.embedding_model,
+        "ner_model": corpus.ner_model,
+        "extractor": corpus.extractor,
+        "corpus": corpus.settings,
+    }
+    return out
+
+
+def _preset_names() -> tuple[str, ...]:
+    from livingrag.retrieval.presets import PRESETS
+
+    return tuple(PRESETS)
+
+
+def _remember_first_index(settings: Settings, corpus: str, report: dict[str, Any]) -> dict[str, Any] | None:
+    """Keep the report of the run that indexed the corpus, so later runs can show its timings."""
+    path = Path(settings.db.data_dir) / "bench" / f"{corpus}.index.json"
+    if report.get("indexed"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        previous = json.loads(path.read_text()) if path.exists() else None
+        if previous is None or previous.get("indexed", 0) < report["indexed"]:
+            path.write_text(json.dumps(report, indent=2))
+        return None
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+__all__ = ["DATASETS", "BenchDataset", "BenchQuestion", "load_dataset", "peak_rss_mb", "run_retrieval_bench"]

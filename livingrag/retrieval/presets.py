@@ -1,0 +1,66 @@
+"""Named retrieval presets: the LinearRAG reference's per-dataset settings (DESIGN.md).
+
+    preset            max_iterations  passage_ratio  delta  top_k_sentence
+    musique                 5              2.0        0.1         4
+    2wikimultihopqa         3              0.05       0.4         1
+    hotpotqa                3              0.05       0.4         1
+    custom            (the 2wikimultihopqa numbers; meant to be overridden field by field)
+
+``retrieval.*`` settings that are set explicitly override the preset's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from livingrag.config import RetrievalSettings
+from livingrag.errors import InvalidInput
+from livingrag.retrieval.params import RetrievalParams
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "musique": {"max_iterations": 5, "passage_ratio": 2.0, "delta": 0.1, "top_k_sentence": 4},
+    "2wikimultihopqa": {"max_iterations": 3, "passage_ratio": 0.05, "delta": 0.4, "top_k_sentence": 1},
+    "hotpotqa": {"max_iterations": 3, "passage_ratio": 0.05, "delta": 0.4, "top_k_sentence": 1},
+}
+PRESETS["custom"] = dict(PRESETS["2wikimultihopqa"])
+
+_PRESET_FIELDS = ("max_iterations", "passage_ratio", "delta", "top_k_sentence")
+_SHARED_FIELDS = (
+    "passage_node_weight",
+    "damping",
+    "ppr_tol",
+    "ppr_max_iter",
+    "length_norm_b",
+    "top_k",
+    "min_link_score",
+    "question_gazetteer",
+    "question_ner",
+    "query_threads",
+)
+
+
+def preset_params(name: str) -> RetrievalParams:
+    """The preset's numbers with the shared defaults."""
+    try:
+        return RetrievalParams(**PRESETS[name])
+    except KeyError:
+        raise InvalidInput(f"unknown retrieval preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def resolve_params(settings: RetrievalSettings, **overrides: Any) -> RetrievalParams:
+    """Preset values, then explicitly set ``retrieval.*`` settings, then ``overrides``."""
+    params = preset_params(settings.preset)
+    values: dict[str, Any] = {}
+    for f in _PRESET_FIELDS:
+        v = getattr(settings, f)
+        if v is not None:
+            values[f] = v
+    for f in _SHARED_FIELDS:
+        if f in type(settings).model_fields:
+            values[f] = getattr(settings, f)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return replace(params, **values)
+
+
+__all__ = ["PRESETS", "preset_params", "resolve_params"]

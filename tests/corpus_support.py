@@ -1,0 +1,129 @@
+"""Test support for corpus tests: a small corpus written for these tests, and light-weight
+deterministic stand-ins for the two models (used where a test checks database behaviour, not model
+quality; the round-trip tests use the real packaged models).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from livingrag.corpus.ner import Extraction, Mention, split_sentences
+from livingrag.corpus.normalize import normalize_entity
+
+# A fictional corpus (written for these tests). Questions need one or two hops.
+CORPUS: list[dict[str, str]] = [
+    {
+        "title": "Silver Harbor",
+        "text": "Silver Harbor is a 1961 drama film directed by Marta Quell. "
+        "It was shot in Lindenport during the winter.",
+    },
+    {
+        "title": "Marta Quell",
+        "text": "Marta Quell (born 3 May 1920 in Brevik) was a Norwegian film director. "
+        "Quell studied painting in Oslo before she made films.",
+    },
+    {
+        "title": "Brevik",
+        "text": "Brevik is a coastal town in Telemark, Norway. Its harbour was built by Olaf Renning in 1812.",
+    },
+    {
+        "title": "Olaf Renning",
+        "text": "Olaf Renning was a Danish engineer who worked in Copenhagen and designed several harbours.",
+    },
+    {
+        "title": "The Glass Orchard",
+        "text": "The Glass Orchard is a 1974 novel by Henrik Tallberg. The novel is set in Uppsala.",
+    },
+    {
+        "title": "Henrik Tallberg",
+        "text": "Henrik Tallberg (1931 - 2002) was a Swedish novelist born in Kiruna. "
+        "He received the Nordic Council Literature Prize in 1979.",
+    },
+    {
+        "title": "Kiruna",
+        "text": "Kiruna is the northernmost town in Sweden, known for its iron ore mine operated by LKAB.",
+    },
+    {
+        "title": "Lindenport",
+        "text": "Lindenport is a fishing village on the western coast of Finland with a population of 900.",
+    },
+    {
+        "title": "Aurora Quartet",
+        "text": "The Aurora Quartet is a string quartet founded in Helsinki in 1988 by Elina Saari.",
+    },
+    {
+        "title": "Elina Saari",
+        "text": "Elina Saari is a Finnish violinist. Saari taught at the Sibelius Academy for twenty years.",
+    },
+]
+
+QUESTIONS: list[tuple[str, list[str]]] = [
+    ("Where was the director of Silver Harbor born?", ["Silver Harbor", "Marta Quell"]),
+    ("In which town was the author of The Glass Orchard born?", ["The Glass Orchard", "Henrik Tallberg"]),
+    ("Who founded the Aurora Quartet?", ["Aurora Quartet"]),
+]
+
+
+_NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
+
+
+class RuleExtractor:
+    """Entities = runs of capitalised words (not sentence-initial stop words). Deterministic, instant."""
+
+    name = "rules"
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.fail_after = fail_after
+        self.seen = 0
+
+    def _mentions(self, sentence: str) -> list[str]:
+        return [m.group(0) for m in _NAME.finditer(sentence) if m.group(0) not in {"The", "It", "He", "Its", "She"}]
+
+    def extract_passages(self, texts: Sequence[str]) -> Iterator[Extraction]:
+        for text in texts:
+            if self.fail_after is not None and self.seen >= self.fail_after:
+                raise RuntimeError("simulated crash in the extractor")
+            self.seen += 1
+            sentences = split_sentences(text) or [text]
+            mentions = [
+                Mention(text=m, key=normalize_entity(m), label="X", sentence=i)
+                for i, s in enumerate(sentences)
+                for m in self._mentions(s)
+                if normalize_entity(m)
+            ]
+            yield Extraction(tuple(sentences), tuple(mentions))
+
+    def extract_question(self, question: str) -> list[str]:
+        return [m for m in self._mentions(question) if m.split()[0] not in {"Where", "Who", "In", "What", "Which"}]
+
+
+class HashEmbedder:
+    """Bag-of-words hashing into 16 dimensions, unit norm. Deterministic, instant."""
+
+    dim = 16
+    name = "hash16"
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                h = int(hashlib.md5(w.encode()).hexdigest(), 16)
+                out[i, h % self.dim] += 1.0 if (h >> 8) % 2 else -1.0
+            norm = np.linalg.norm(out[i])
+            out[i] = out[i] / norm if norm else out[i]
+            if not norm:
+                out[i, 0] = 1.0
+        return out
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+    def encode_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *, batch_size: int | None = None
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        vecs = self.encode(texts)
+        return vecs, [[self.encode([t[a:b]])[0] for a, b in sp] for t, sp in zip(texts, spans, strict=True)]

@@ -1,0 +1,102 @@
+"""The corpus commands end to end: corpus create/list/delete, index, passage add/update/delete, retrieve."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from livingrag.cli.main import app
+from livingrag.errors import InvalidInput, NotFound
+from tests.corpus_support import CORPUS
+
+runner = CliRunner()
+pytestmark = [pytest.mark.db, pytest.mark.slow]
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("LIVINGRAG_DB__URL", database_url)
+    tenant = f"cli-{uuid.uuid4().hex[:8]}"
+    runner.invoke(app, ["tenant", "create", tenant])
+    monkeypatch.setenv("LIVINGRAG_TENANT", tenant)
+    return tenant
+
+
+def _ok(args: list[str]) -> str:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, (args, res.output, res.exception)
+    return res.stdout
+
+
+def test_corpus_lifecycle(cli_env: str, tmp_path: Path) -> None:
+    data = tmp_path / "corpus.json"
+    data.write_text(json.dumps(CORPUS))
+    created = json.loads(_ok(["corpus", "create", "wiki", "--json"]))
+    assert created["name"] == "wiki"
+
+    report = json.loads(_ok(["index", "--corpus", "wiki", str(data), "--json", "--quiet"]))
+    assert report["indexed"] == len(CORPUS) and report["skipped_existing"] == 0
+    assert {"ner", "embed", "write", "total"} <= set(report["phases"])
+    again = json.loads(_ok(["index", "--corpus", "wiki", str(data), "--json", "--quiet"]))
+    assert again["indexed"] == 0 and again["skipped_existing"] == len(CORPUS)
+
+    listed = json.loads(_ok(["corpus", "list", "--json"]))
+    (row,) = [c for c in listed if c["name"] == "wiki"]
+    assert row["passages"] == len(CORPUS) and row["entities"] > 0
+
+    out = json.loads(_ok(["retrieve", "--corpus", "wiki", "Who founded the Aurora Quartet?", "--json"]))
+    assert out["passages"][0]["title"] == "Aurora Quartet"
+    assert out["entities"] and all(e["tier"] >= 1 for e in out["entities"])
+    text_out = _ok(["retrieve", "--corpus", "wiki", "Who founded the Aurora Quartet?"])
+    assert "Aurora Quartet" in text_out and "tier" in text_out
+
+    pid = json.loads(
+        _ok(
+            [
+                "passage",
+                "add",
+                "--corpus",
+                "wiki",
+                "--title",
+                "Pekka Lund",
+                "--text",
+                "Pekka Lund is a Finnish cellist.",
+                "--json",
+            ]
+        )
+    )["id"]
+    assert "updated passage" in _ok(
+        ["passage", "update", "--corpus", "wiki", str(pid), "--text", "Pekka Lund is a Finnish cellist from Turku."]
+    )
+    out = json.loads(_ok(["retrieve", "--corpus", "wiki", "Where is Pekka Lund from?", "--json"]))
+    assert out["passages"][0]["id"] == pid
+    assert "deleted passages" in _ok(["passage", "delete", "--corpus", "wiki", str(pid)])
+    res = runner.invoke(app, ["passage", "delete", "--corpus", "wiki", str(pid)])
+    assert isinstance(res.exception, NotFound)
+
+    assert "deleted corpus" in _ok(["corpus", "delete", "wiki", "--yes"])
+    assert "wiki" not in [c["name"] for c in json.loads(_ok(["corpus", "list", "--json"]))]
+
+
+def test_index_errors_name_the_file(cli_env: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"title": "no text"}\n')
+    res = runner.invoke(app, ["index", "--corpus", "new", "--create", str(bad), "--quiet"])
+    assert isinstance(res.exception, InvalidInput)
+    assert "bad.jsonl: line 2" in str(res.exception)
+    missing = runner.invoke(app, ["index", "--corpus", "nope", str(bad)])
+    assert isinstance(missing.exception, NotFound) and "--create" in str(missing.exception)
+
+
+def test_default_tenant_is_created_on_first_use(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVINGRAG_DB__URL", database_url)
+    monkeypatch.delenv("LIVINGRAG_TENANT", raising=False)
+    _ok(["corpus", "list", "--json"])
+    tenants = json.loads(_ok(["tenant", "list", "--json"]))
+    assert "default" in [t["name"] for t in tenants]
+    unknown = runner.invoke(app, ["corpus", "list", "--tenant", f"nobody-{uuid.uuid4().hex[:6]}"])
+    assert isinstance(unknown.exception, NotFound)
