@@ -503,8 +503,9 @@ def store_stats(session: Session, *, tenant_id: int | None = None) -> list[dict[
     rows = session.execute(
         text(
             "SELECT h.tenant_id, h.corpus_id, h.experiences, h.active, h.stale, h.expired, h.avg_confidence,"
-            " coalesce(g.questions, 0), g.ns_pass_pct, coalesce(g.gs_checked, 0), g.gs_pass_pct,"
-            " coalesce(g.gs_reject, 0), coalesce(g.stored, 0), coalesce(g.errors, 0), coalesce(g.dropped, 0),"
+            " coalesce(g.questions, 0) AS questions, g.ns_pass_pct, coalesce(g.gs_checked, 0) AS gs_checked,"
+            " g.gs_pass_pct, coalesce(g.gs_reject, 0) AS gs_reject, coalesce(g.stored, 0) AS stored,"
+            " coalesce(g.errors, 0) AS errors, coalesce(g.dropped, 0) AS dropped,"
             " r.topk_selections, r.fusion_coverage_pct, r.scaffold_uses, r.scaffold_coverage_pct,"
             " r.max_scaffold_uses"
             " FROM experience_health h"
