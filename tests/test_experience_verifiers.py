@@ -148,7 +148,9 @@ class OverlapJudge:
         claim = user.split("Claim:")[1].split("\n")[0]
         keys = re.findall(r"\b[A-Z]\w+|\d+", claim)
         ok = all(k in evidence for k in keys[1:])  # the first word is capitalised anyway
-        return Completion(text="Yes." if ok else "No.", prompt_tokens=10, completion_tokens=1, model=self.name, latency_s=0.0)
+        return Completion(
+            text="Yes." if ok else "No.", prompt_tokens=10, completion_tokens=1, model=self.name, latency_s=0.0
+        )
 
 
 def test_llm_verifier_asks_the_model_per_claim() -> None:
@@ -158,7 +160,11 @@ def test_llm_verifier_asks_the_model_per_claim() -> None:
     claims = [Claim("Brennick was born in Galway."), Claim("Brennick was born in Cork in 1961.")]
     verdicts = r.verifier.verify(claims, PASSAGES)  # type: ignore[union-attr]
     assert [v.score for v in verdicts] == [1.0, 0.0]
-    assert len(judge.prompts) == 2 and "[1]" in judge.prompts[0] and "Claim: Brennick was born in Galway." in judge.prompts[0]
+    assert (
+        len(judge.prompts) == 2
+        and "[1]" in judge.prompts[0]
+        and "Claim: Brennick was born in Galway." in judge.prompts[0]
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from livingrag import __version__
-from livingrag.cli import config_cmd, db_cmd, tenant_cmd
+from livingrag.cli import admin_cmd, bench_cmd, config_cmd, db_cmd, tenant_cmd
 from livingrag.cli.common import err_console, examples
 from livingrag.errors import LivingRAGError
 
@@ -22,6 +22,8 @@ app = typer.Typer(
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(tenant_cmd.app, name="tenant")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(admin_cmd.app, name="admin")
+app.add_typer(bench_cmd.app, name="bench")
 
 
 def _version(value: bool) -> None:

@@ -92,6 +92,14 @@ class ExperienceRecord:
     map_size: int
 
 
+def from_vector_send(data: bytes) -> np.ndarray:
+    """Decode pgvector's binary form (``vector_send``: int16 dim, int16 unused, dim big-endian
+    float4) into float32; parsing the text form costs ~0.2 ms per 384-d vector, this ~1 us."""
+    buf = bytes(data)
+    dim = int.from_bytes(buf[:2], "big")
+    return np.frombuffer(buf, dtype=">f4", count=dim, offset=4).astype(np.float32)
+
+
 def as_array(value: Any) -> np.ndarray:
     """A pgvector value (``Vector`` or array) as a float32 numpy array."""
     to_numpy = getattr(value, "to_numpy", None)
@@ -108,8 +116,12 @@ def configure_vector_scan(session: Session, *, ef_search: int) -> None:
     """``SET LOCAL`` the HNSW search settings for this transaction: iterative scan in relaxed order
     (so filtered scans keep going until they find enough rows) and ``ef_search``."""
     ef = int(min(max(ef_search, 1), 1000))
-    session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-    session.execute(text(f"SET LOCAL hnsw.ef_search = {ef}"))
+    session.execute(
+        text(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"
+        ),
+        {"ef": str(ef)},
+    )
 
 
 def preselect(
@@ -166,8 +178,8 @@ def preselect(
           SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z
           GROUP BY id ORDER BY min(r), id LIMIT :m
         )
-        SELECT e.id, e.query, e.query_template, e.query_embedding, e.activation, e.confidence, e.created_at,
-               e.summary, u.r
+        SELECT e.id, e.query, e.query_template, vector_send(e.query_embedding), e.activation, e.confidence,
+               e.created_at, e.summary, u.r
         FROM u JOIN experiences e ON e.id = u.id
         ORDER BY u.r, e.id
     """
@@ -190,7 +202,7 @@ def preselect(
             id=int(r[0]),
             query=r[1],
             query_template=r[2],
-            embedding=as_array(r[3]),
+            embedding=from_vector_send(r[3]),
             activation={int(k): float(v) for k, v in r[4].items()},
             confidence=float(r[5]),
             created_at=r[6],
