@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import struct
 import threading
 import time
 import uuid
@@ -41,6 +42,9 @@ HOT_PER_MAP = 3
 TOPIC_SIZE = 40
 POOL_SIZE = 150
 INTRA_COS = 0.35  # cosine between two query embeddings of one topic
+_COPY_ENTITIES = (
+    "COPY experience_entities (experience_id, entity_id, tenant_id, corpus_id, weight) FROM STDIN WITH (FORMAT BINARY)"
+)
 _COPY_EXPERIENCES = (
     "COPY experiences (id, tenant_id, corpus_id, query, query_template, query_embedding, embedding_dim, activation,"
     " summary, answer, created_at, confidence, source_passage_ids, corpus_version) FROM STDIN WITH (FORMAT BINARY)"
@@ -59,6 +63,15 @@ class BenchConfig:
     keep: bool = False
 
 
+def _prime_at_most(n: int) -> int:
+    def prime(k: int) -> bool:
+        return k > 1 and all(k % d for d in range(2, math.isqrt(k) + 1))
+
+    while not prime(n):
+        n -= 1
+    return n
+
+
 class Synth:
     """Deterministic synthetic experiences and queries (see the module docstring)."""
 
@@ -68,13 +81,17 @@ class Synth:
         self.counts = [n // tenants + (1 if t < n % tenants else 0) for t in range(tenants)]
         self.sigma = math.sqrt((1.0 - INTRA_COS) / INTRA_COS / DIM)
         self.topics = [max(1, c // TOPIC_SIZE) for c in self.counts]
-        self.vocab = [max(2000, c // 5) for c in self.counts]
         self.centers = [self._unit(self.rng.normal(size=(k, DIM))) for k in self.topics]
-        # each topic's entity pool, ordered by popularity within the topic
-        self.pools = [
-            self.rng.integers(100, v, size=(k, POOL_SIZE)) for k, v in zip(self.topics, self.vocab, strict=True)
-        ]
+        # each topic's entity pool (distinct ids >= 100, ordered by popularity within the topic):
+        # an arithmetic progression modulo a prime vocabulary size never repeats within 150 steps
+        self.pools = []
+        for k, c in zip(self.topics, self.counts, strict=True):
+            v = _prime_at_most(max(2000, c // 5))
+            a = self.rng.integers(0, v, size=(k, 1))
+            b = self.rng.integers(1, v, size=(k, 1))
+            self.pools.append((a + b * np.arange(POOL_SIZE)[None, :]) % v + 100)
         self.rank_w = np.exp(-np.arange(MAP_SIZE) / 8.0)
+        self._logp = -0.6 * np.log(np.arange(1, POOL_SIZE + 1))
 
     @staticmethod
     def _unit(x: np.ndarray) -> np.ndarray:
@@ -83,21 +100,23 @@ class Synth:
     def embed(self, t: int, topic: np.ndarray) -> np.ndarray:
         return self._unit(self.centers[t][topic] + self.sigma * self.rng.normal(size=(len(topic), DIM)))
 
-    def maps(self, t: int, topic: np.ndarray) -> list[dict[int, float]]:
-        out = []
-        pool = self.pools[t]
-        pop = 1.0 / np.arange(1, POOL_SIZE + 1) ** 0.6
-        pop /= pop.sum()
-        for k in topic:
-            ents = list(dict.fromkeys(self.rng.choice(pool[k], size=MAP_SIZE - HOT_PER_MAP, replace=False, p=pop)))
-            ents += [int(h) for h in self.rng.integers(1, 100, size=HOT_PER_MAP) if h not in ents]
-            w = self.rank_w[: len(ents)] * self.rng.uniform(0.7, 1.0, size=len(ents))
-            out.append({int(e): round(float(x), 6) for e, x in zip(ents, w, strict=True)})
-        return out
+    def maps(self, t: int, topic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Entity ids and weights (n x 30): 27 distinct entities of the topic's pool drawn by
+        popularity without replacement (Gumbel top-k) and 3 distinct very common ones; weights
+        decay with rank (~1 to ~0.02), rounded to 6 decimals as stored."""
+        n, pick = len(topic), MAP_SIZE - HOT_PER_MAP
+        keys = self._logp + self.rng.gumbel(size=(n, POOL_SIZE))
+        cols = np.argpartition(-keys, pick, axis=1)[:, :pick]
+        cols = np.take_along_axis(cols, np.argsort(-np.take_along_axis(keys, cols, axis=1), axis=1), axis=1)
+        hot = np.argpartition(self.rng.random(size=(n, 99)), HOT_PER_MAP, axis=1)[:, :HOT_PER_MAP] + 1
+        ents = np.concatenate([self.pools[t][topic[:, None], cols], hot], axis=1).astype(np.int64)
+        w = np.round(self.rank_w[None, :] * self.rng.uniform(0.7, 1.0, size=(n, MAP_SIZE)), 6)
+        return ents, w
 
-    def chunk(self, t: int, size: int) -> tuple[np.ndarray, np.ndarray, list[dict[int, float]]]:
+    def chunk(self, t: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         topic = self.rng.integers(0, self.topics[t], size=size)
-        return topic, self.embed(t, topic), self.maps(t, topic)
+        ents, w = self.maps(t, topic)
+        return topic, self.embed(t, topic), ents, w
 
     def query(self, t: int) -> tuple[np.ndarray, dict[int, float]]:
         topic = self.rng.integers(0, self.topics[t], size=1)
@@ -105,6 +124,76 @@ class Synth:
         k = int(self.rng.integers(1, 4))
         seeds = self.rng.choice(self.pools[t][topic[0]][:20], size=k, replace=False)
         return emb, {int(e): round(float(self.rng.uniform(0.5, 1.0)), 4) for e in seeds}
+
+
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER = struct.pack(">h", -1)
+
+
+def _text(value: str) -> bytes:
+    b = value.encode("utf-8")
+    return struct.pack(">i", len(b)) + b
+
+
+def experience_rows_binary(
+    first_id: int, tenant_id: int, corpus_id: int, topic: np.ndarray, emb: np.ndarray, ents: np.ndarray,
+    w: np.ndarray, created: datetime,
+) -> bytes:  # fmt: skip
+    """The rows of one chunk in PostgreSQL's binary COPY format (columns of _COPY_EXPERIENCES)."""
+    n, dim = emb.shape
+    vec = emb.astype(">f4").tobytes()
+    vlen = 4 + 4 * dim
+    ts = struct.pack(">iq", 8, int((created - _PG_EPOCH).total_seconds() * 1_000_000))
+    fixed_scope = struct.pack(">iqiq", 8, tenant_id, 8, corpus_id)
+    tail = struct.pack(">if", 4, 0.8)
+    out = [_COPY_HEADER]
+    for i in range(n):
+        eid = first_id + i
+        q = f"synthetic question {eid} about topic {int(topic[i])}?"
+        act = "{" + ", ".join(f'"{e}": {x!r}' for e, x in zip(ents[i].tolist(), w[i].tolist(), strict=True)) + "}"
+        jb = b"\x01" + act.encode()
+        src = struct.pack(">iiiIiiiq", 32, 1, 0, 20, 1, 1, 8, eid % 5000 + 1)  # int8[] {eid % 5000 + 1}
+        out.append(
+            struct.pack(">hiq", 14, 8, eid)
+            + fixed_scope
+            + _text(q)
+            + _text("synthetic question [NUM] about topic [NUM]?")
+            + struct.pack(">ihh", vlen, dim, 0)
+            + vec[i * 4 * dim : (i + 1) * 4 * dim]
+            + struct.pack(">ii", 4, dim)
+            + struct.pack(">i", len(jb))
+            + jb
+            + _text(
+                f"Question: {q}\nKey reasoning: entity {int(ents[i, 0])} leads to the answer.\nAnswer: answer {eid}"
+            )
+            + _text(f"answer {eid}")
+            + ts
+            + tail
+            + src
+            + struct.pack(">iq", 8, 0)
+        )
+    out.append(_COPY_TRAILER)
+    return b"".join(out)
+
+
+def entity_rows_binary(first_id: int, tenant_id: int, corpus_id: int, ents: np.ndarray, w: np.ndarray) -> bytes:
+    """experience_entities rows (unit-normalised weights) in binary COPY format, built in numpy."""
+    n, k = ents.shape
+    dt = np.dtype(
+        [("nf", ">i2"), ("l1", ">i4"), ("x", ">i8"), ("l2", ">i4"), ("e", ">i8"), ("l3", ">i4"), ("t", ">i8"),
+         ("l4", ">i4"), ("c", ">i8"), ("l5", ">i4"), ("w", ">f4")]
+    )  # fmt: skip
+    rows = np.empty(n * k, dtype=dt)
+    rows["nf"] = 5
+    rows["l1"] = rows["l2"] = rows["l3"] = rows["l4"] = 8
+    rows["l5"] = 4
+    rows["x"] = np.repeat(np.arange(first_id, first_id + n), k)
+    rows["e"] = ents.reshape(-1)
+    rows["t"] = tenant_id
+    rows["c"] = corpus_id
+    rows["w"] = (w / np.linalg.norm(w, axis=1, keepdims=True)).reshape(-1)
+    return _COPY_HEADER + rows.tobytes() + _COPY_TRAILER
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -160,7 +249,6 @@ def _load(
     db: Any, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
 ) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """Tenants, corpora, COPY of experiences, entity rows, then the indexes."""
-    from psycopg.types.json import Jsonb
     from sqlalchemy import text
 
     from livingrag.db.repositories import corpora, tenants
@@ -186,49 +274,40 @@ def _load(
                 index_defs.append(defn)
                 cur.execute(f'DROP INDEX "{idx}"')
             cur.execute("SET session_replication_role = replica")  # bulk load: skip FK triggers
+            cur.execute("SET statement_timeout = 0")
         conn.commit()
         data: list[dict[str, Any]] = []
         next_id = 1
         created = datetime.now(UTC)
         for t, (tenant_id, corpus_id) in enumerate(scopes):
-            ids, embs, maps = [], [], []
+            embs, all_ents, all_w = [], [], []
+            first = next_id
             left = synth.counts[t]
             while left > 0:
                 size = min(left, 20_000)
-                _topic, emb, mp = synth.chunk(t, size)
-                with (
-                    conn.cursor() as cur,
-                    cur.copy(_COPY_EXPERIENCES) as cp,
-                ):
-                    cp.set_types(
-                        ["int8", "int8", "int8", "text", "text", "vector", "int4", "jsonb", "text", "text",
-                         "timestamptz", "float4", "int8[]", "int8"]
-                    )  # fmt: skip
-                    for j in range(size):
-                        eid = next_id + j
-                        q = f"synthetic question {eid} about topic {int(_topic[j])}?"
-                        cp.write_row(
-                            (eid, tenant_id, corpus_id, q, "synthetic question [NUM] about topic [NUM]?", emb[j], DIM,
-                             Jsonb({str(k): v for k, v in mp[j].items()}),
-                             f"Question: {q}\nKey reasoning: entity {next(iter(mp[j]))} leads to the answer.\n"
-                             f"Answer: answer {eid}", f"answer {eid}", created, 0.8, [eid % 5000 + 1], 0)
-                        )  # fmt: skip
+                topic, emb, ents, w = synth.chunk(t, size)
+                with conn.cursor() as cur:
+                    with cur.copy(_COPY_EXPERIENCES) as cp:
+                        cp.write(experience_rows_binary(next_id, tenant_id, corpus_id, topic, emb, ents, w, created))
+                    with cur.copy(_COPY_ENTITIES) as cp:
+                        cp.write(entity_rows_binary(next_id, tenant_id, corpus_id, ents, w))
                 conn.commit()
-                ids.extend(range(next_id, next_id + size))
                 embs.append(emb)
-                maps.extend(mp)
+                all_ents.append(ents)
+                all_w.append(w)
                 next_id += size
                 left -= size
-                progress(f"  tenant {t + 1}/{synth.tenants}: {len(ids)}/{synth.counts[t]} experiences")
-            data.append({"ids": np.array(ids), "emb": np.concatenate(embs), "maps": maps})
+                progress(f"  tenant {t + 1}/{synth.tenants}: {next_id - first}/{synth.counts[t]} experiences")
+            data.append(
+                {
+                    "ids": np.arange(first, next_id),
+                    "emb": np.concatenate(embs),
+                    "ents": np.concatenate(all_ents),
+                    "w": np.concatenate(all_w),
+                }
+            )
         with conn.cursor() as cur:
             cur.execute("SELECT setval(pg_get_serial_sequence('experiences', 'id'), (SELECT max(id) FROM experiences))")
-            cur.execute(
-                "INSERT INTO experience_entities (experience_id, entity_id, tenant_id, corpus_id, weight)"
-                " SELECT x.id, kv.key::bigint, x.tenant_id, x.corpus_id,"
-                " (kv.value::float8 / sqrt(sum(kv.value::float8 ^ 2) OVER (PARTITION BY x.id)))::real"
-                " FROM experiences x, jsonb_each_text(x.activation) kv"
-            )
             cur.execute("SET session_replication_role = DEFAULT")
         conn.commit()
         report["load_s"] = round(time.perf_counter() - t0, 1)
@@ -292,14 +371,12 @@ def _measure_match(
     # exact full scan structures: unit-normalised activation maps as one CSR matrix per tenant
     mats = []
     for d in data:
-        rows, cols, vals = [], [], []
-        for i, m in enumerate(d["maps"]):
-            n = math.sqrt(sum(v * v for v in m.values()))
-            for e, v in m.items():
-                rows.append(i)
-                cols.append(e)
-                vals.append(v / n)
-        mats.append(sparse.csr_matrix((vals, (rows, cols)), shape=(len(d["maps"]), max(cols) + 1)))
+        n, width = d["ents"].shape
+        w = d["w"] / np.linalg.norm(d["w"], axis=1, keepdims=True)
+        rows = np.repeat(np.arange(n), width)
+        mats.append(
+            sparse.csr_matrix((w.reshape(-1), (rows, d["ents"].reshape(-1))), shape=(n, int(d["ents"].max()) + 1))
+        )
     queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + 50) % synth.tenants)]
     total, pre, res, agree, cands = [], [], [], [], []
     progress(f"matching {cfg.queries} queries (after 50 warm-up queries)")

@@ -36,6 +36,12 @@ def upgrade() -> None:
     # T(q_k) of eq. 11, masked at write time with the question's NER mentions.
     op.execute("ALTER TABLE experiences ADD COLUMN query_template text")
 
+    # Keep query embeddings inline: pgvector's default EXTERNAL storage moves a 384-d vector of a
+    # ~2.5 kB experience row into the TOAST table, so every exact distance and every fetched
+    # candidate costs a TOAST lookup. MAIN storage and a 4 kB tuple target keep typical rows whole.
+    op.execute("ALTER TABLE experiences ALTER COLUMN query_embedding SET STORAGE MAIN")
+    op.execute("ALTER TABLE experiences SET (toast_tuple_target = 4080)")
+
     # experience_entities.weight now holds each map's unit-normalised weight a~_k[e] / |a~_k|, so
     # that sum(a_base[e] * weight) over shared entities ranks by cos(a_base, a~_k). Backfill rows
     # written before this revision from the experience's activation map.
@@ -169,3 +175,5 @@ def downgrade() -> None:
     )
     op.execute("DROP INDEX IF EXISTS ix_experience_entities_channel")
     op.execute("ALTER TABLE experiences DROP COLUMN IF EXISTS query_template")
+    op.execute("ALTER TABLE experiences RESET (toast_tuple_target)")
+    op.execute("ALTER TABLE experiences ALTER COLUMN query_embedding SET STORAGE EXTERNAL")

@@ -165,23 +165,18 @@ def preselect(
           ) h
           GROUP BY h.experience_id
           ORDER BY dot DESC, h.experience_id
-          LIMIT :m2
-        ),
-        ent AS (
-          SELECT h.id, row_number() OVER (ORDER BY h.dot DESC, h.id) AS r
-          FROM hits h JOIN experiences e ON e.id = h.id
-          WHERE e.embedding_dim = {dim} AND {_ACTIVE.format(a="e.")}
-          ORDER BY h.dot DESC, h.id
           LIMIT :m
         ),
+        ent AS (SELECT id, row_number() OVER (ORDER BY dot DESC, id) AS r FROM hits),
         u AS (
-          SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z
-          GROUP BY id ORDER BY min(r), id LIMIT :m
+          SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z GROUP BY id
         )
         SELECT e.id, e.query, e.query_template, vector_send(e.query_embedding), e.activation, e.confidence,
                e.created_at, e.summary, u.r
         FROM u JOIN experiences e ON e.id = u.id
+        WHERE e.embedding_dim = {dim} AND {_ACTIVE.format(a="e.")}
         ORDER BY u.r, e.id
+        LIMIT :m
     """
     rows = session.execute(
         text(sql),
@@ -190,7 +185,6 @@ def preselect(
             "c": corpus_id,
             "q": np.asarray(embedding, dtype=np.float32),
             "m": m,
-            "m2": 2 * m,
             "now": now,
             "eids": seed_ids,
             "ews": seed_ws,
