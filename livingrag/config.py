@@ -153,7 +153,7 @@ class ExperienceSettings(_Group):
         default=256, ge=1, le=100_000, description="Entity channel: strongest experience rows read per seed entity."
     )
     hnsw_ef_search: int = Field(
-        default=100, ge=1, le=1000, description="Embedding channel: pgvector hnsw.ef_search (at least candidates_m)."
+        default=40, ge=1, le=1000, description="Embedding channel: pgvector hnsw.ef_search (iterative scan goes on)."
     )
     template_cache_size: int = Field(
         default=100_000, ge=0, description="Template embeddings (eq. 12) cached in memory, per process."

@@ -330,7 +330,10 @@ def test_keysent_summary_uses_entity_names_from_the_corpus(db: Database, tenant:
 def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
     db: Database, make_tenant: Callable[..., tuple[int, str]]
 ) -> None:
-    """Many rows of other tenants near the query; this tenant's few rows must still come back."""
+    """300 rows of another tenant lie nearer the query than this tenant's 3 rows; through the HNSW
+    index, the iterative scan still finds this tenant's rows (a plain HNSW scan finds none)."""
+    from datetime import UTC, datetime
+
     from livingrag.db.repositories import experiences as repo
 
     rng = np.random.default_rng(0)
@@ -349,25 +352,30 @@ def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
                 ),
                 {"t": noise, "c": cn, "v": (v / np.linalg.norm(v)).astype(np.float32)},
             )
+    with db.owner_session() as s:
+        s.execute(text("ANALYZE experiences"))
     store = make_store(db, CountingVerifier(1.0), candidates_m=8)
     mine = []
     for i in range(3):
         v = rng.normal(size=384)
         mine.append(store.write_back(candidate(me, cm, v, {i + 1: 1.0}, query=f"my question {i}?")).experience_id)
-    m = store.match(me, cm, encoding(q, {}))
-    assert {t.id for t in m.top} == set(mine)
+    assert {t.id for t in store.match(me, cm, encoding(q, {})).top} == set(mine)
+
+    channel = (
+        "SELECT id FROM experiences WHERE embedding_dim = 384 AND tenant_id = :t AND corpus_id = :c"
+        " ORDER BY (query_embedding::halfvec(384)) <=> CAST(:q AS halfvec(384)) LIMIT 8"
+    )
+    params = {"t": me, "c": cm, "q": q.astype(np.float32)}
     with db.tenant_session(me) as s:
-        repo.configure_vector_scan(s, ef_search=40)
-        plan = "\n".join(
-            s.execute(
-                text(
-                    "EXPLAIN SELECT id FROM experiences WHERE embedding_dim = 384 AND tenant_id = :t AND corpus_id = :c"
-                    " ORDER BY (query_embedding::vector(384)) <=> CAST(:q AS vector(384)) LIMIT 8"
-                ),
-                {"t": me, "c": cm, "q": q.astype(np.float32)},
-            ).scalars()
+        s.execute(text("SET LOCAL enable_sort = off"))  # make the planner take the HNSW index
+        plan = "\n".join(s.execute(text("EXPLAIN " + channel), params).scalars())
+        assert "ix_experiences_query_embedding_hnsw_384" in plan
+        s.execute(text("SET LOCAL hnsw.ef_search = 40"))
+        assert s.execute(text(channel), params).scalars().all() == []  # plain scan: starved by the filter
+        rows = repo.preselect(
+            s, tenant_id=me, corpus_id=cm, embedding=q, seeds={}, m=8, now=datetime.now(UTC), ef_search=40
         )
-    assert "Limit" in plan  # the planner may pick HNSW or a btree + sort here; either is exact enough
+    assert {r.id for r in rows} == set(mine)
 
 
 def test_other_dimension_gets_its_own_hnsw_index(db: Database, tenant: int) -> None:
@@ -378,9 +386,9 @@ def test_other_dimension_gets_its_own_hnsw_index(db: Database, tenant: int) -> N
         assert repo.ensure_hnsw_index(s, 12) == name  # idempotent
     with db.owner_session() as s:
         defn = s.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": name}).scalar_one()
-    assert "hnsw" in defn and "vector(12)" in defn and "embedding_dim = 12" in defn
-    with db.tenant_session(tenant) as s, pytest.raises(InvalidInput, match="at most 2000"):
-        repo.ensure_hnsw_index(s, 3072)
+    assert "hnsw" in defn and "halfvec(12)" in defn and "embedding_dim = 12" in defn
+    with db.tenant_session(tenant) as s, pytest.raises(InvalidInput, match="at most 4000"):
+        repo.ensure_hnsw_index(s, 4096)
 
 
 def test_store_can_use_passages_given_as_used_passage(db: Database, tenant: int) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livingrag.experience.similarity import SparseVector, dense_cosines, sparse_cosine
+from livingrag.experience.similarity import SparseVector, dense_cosines, pack, sparse_cosines
 
 
 @dataclass(frozen=True)
@@ -32,14 +32,29 @@ def retrieval_scores(
     alpha: float,
 ) -> Scores:
     """Eq. 7 for every candidate: ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``."""
+    packed = [pack(m) for m in maps]
+    return retrieval_scores_packed(
+        query_embedding, embeddings, base_activation, [p[0] for p in packed], [p[1] for p in packed], alpha
+    )
+
+
+def retrieval_scores_packed(
+    query_embedding: np.ndarray,
+    embeddings: np.ndarray,
+    base_activation: SparseVector,
+    entity_ids: Sequence[np.ndarray],
+    weights: Sequence[np.ndarray],
+    alpha: float,
+) -> Scores:
+    """Eq. 7 with each candidate's map given as entity-id and weight arrays."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    n = len(maps)
+    n = len(entity_ids)
     emb = np.asarray(embeddings, dtype=np.float64).reshape(n, -1) if n else np.zeros((0, 1))
     if emb.shape[0] != n:
         raise ValueError(f"{emb.shape[0]} embeddings for {n} activation maps")
     e = dense_cosines(query_embedding, emb) if n else np.zeros(0)
-    a = np.array([sparse_cosine(base_activation, m) for m in maps], dtype=np.float64)
+    a = sparse_cosines(base_activation, entity_ids, weights)
     return Scores(combined=alpha * e + (1.0 - alpha) * a, embedding=e, activation=a)
 
 

@@ -38,7 +38,7 @@ from livingrag.experience import lifecycle  # noqa: F401  (registers the stale-m
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
-from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores, top_k
+from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_packed, top_k
 from livingrag.experience.novelty import is_novel, novelty_score
 from livingrag.experience.scaffold import scaffold_scores, select_scaffold
 from livingrag.experience.sparsify import sparsify, validate_activation
@@ -211,8 +211,13 @@ class ExperienceStore:
 
         t1 = time.perf_counter()
         ids = [r.id for r in rows]
-        sc = retrieval_scores(
-            emb, np.stack([r.embedding for r in rows]), base, [r.activation for r in rows], self.exp.alpha
+        sc = retrieval_scores_packed(
+            emb,
+            np.stack([r.embedding for r in rows]),
+            base,
+            [r.entity_ids for r in rows],
+            [r.weights for r in rows],
+            self.exp.alpha,
         )
         scores = sc.combined
         if self.exp.decay_half_life_days is not None:
@@ -365,8 +370,13 @@ class ExperienceStore:
         rows = self._preselect(session, c.tenant_id, c.corpus_id, c.emb, c.base)
         if not rows:
             return 1.0, None
-        eta = retrieval_scores(
-            c.emb, np.stack([r.embedding for r in rows]), c.base, [r.activation for r in rows], self.exp.alpha
+        eta = retrieval_scores_packed(
+            c.emb,
+            np.stack([r.embedding for r in rows]),
+            c.base,
+            [r.entity_ids for r in rows],
+            [r.weights for r in rows],
+            self.exp.alpha,
         ).combined
         best = int(np.argmax(eta))
         return novelty_score(eta), rows[best].id

@@ -1,5 +1,6 @@
-"""Experience store: stored question templates, unit-normalised entity weights and the entity-channel
-index, the HNSW-index helper for other dimensions, and the SQL analytics views.
+"""Experience store: stored question templates, inline query embeddings, unit-normalised entity
+weights and the entity-channel index, a half-precision HNSW index (and the helper that creates one
+for another dimension), and the SQL analytics views.
 
 Revision ID: 0002
 Revises: 0001
@@ -70,6 +71,15 @@ def upgrade() -> None:
         "CREATE INDEX ix_writeback_log_experience ON writeback_log (experience_id) WHERE experience_id IS NOT NULL"
     )
 
+    # The HNSW index of 0001 indexes full-precision vectors; half precision halves its size and
+    # makes filtered scans markedly cheaper (preselection only: candidates are rescored exactly
+    # in numpy from the stored full-precision vectors).
+    op.execute("DROP INDEX IF EXISTS ix_experiences_query_embedding_hnsw_384")
+    op.execute(
+        "CREATE INDEX ix_experiences_query_embedding_hnsw_384 ON experiences"
+        " USING hnsw ((query_embedding::halfvec(384)) halfvec_cosine_ops) WHERE embedding_dim = 384"
+    )
+
     # HNSW indexes need a fixed dimension: one partial expression index per dimension in use.
     # The application role may ask for one (e.g. when it creates a corpus with a new embedding
     # model); the function runs with the owner's rights and builds nothing but that index.
@@ -81,12 +91,12 @@ def upgrade() -> None:
           AS $$
           DECLARE idx text := 'ix_experiences_query_embedding_hnsw_' || dim;
           BEGIN
-            IF dim IS NULL OR dim < 1 OR dim > 2000 THEN
-              RAISE EXCEPTION 'HNSW index dimension must lie in [1, 2000], got %', dim;
+            IF dim IS NULL OR dim < 1 OR dim > 4000 THEN
+              RAISE EXCEPTION 'HNSW index dimension must lie in [1, 4000], got %', dim;
             END IF;
             EXECUTE format(
-              'CREATE INDEX IF NOT EXISTS %I ON experiences USING hnsw ((query_embedding::vector(%s)) '
-              'vector_cosine_ops) WHERE embedding_dim = %s', idx, dim, dim);
+              'CREATE INDEX IF NOT EXISTS %I ON experiences USING hnsw ((query_embedding::halfvec(%s)) '
+              'halfvec_cosine_ops) WHERE embedding_dim = %s', idx, dim, dim);
             RETURN idx;
           END $$;
         REVOKE ALL ON FUNCTION livingrag_ensure_experience_hnsw(integer) FROM PUBLIC;
@@ -170,6 +180,11 @@ def downgrade() -> None:
         op.execute(f"DROP VIEW IF EXISTS {view}")
     op.execute("DROP FUNCTION IF EXISTS livingrag_ensure_experience_hnsw(integer)")
     op.execute("DROP INDEX IF EXISTS ix_writeback_log_experience")
+    op.execute("DROP INDEX IF EXISTS ix_experiences_query_embedding_hnsw_384")
+    op.execute(
+        "CREATE INDEX ix_experiences_query_embedding_hnsw_384 ON experiences"
+        " USING hnsw ((query_embedding::vector(384)) vector_cosine_ops) WHERE embedding_dim = 384"
+    )
     op.execute(
         "CREATE INDEX IF NOT EXISTS ix_experience_entities_lookup ON experience_entities (tenant_id, corpus_id, entity_id)"
     )

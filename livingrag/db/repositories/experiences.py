@@ -7,10 +7,11 @@ optional ``tenant_id`` also work in an owner session across tenants.
 Preselection (eq. 7's candidate set) unions two channels, each ranked, and keeps at most ``m``
 rows, interleaved by rank:
 
-* **embedding**: the nearest query embeddings through the partial HNSW index of the embedding's
-  dimension, with ``hnsw.iterative_scan = relaxed_order`` so that the tenant/corpus/validity filter
-  does not starve the scan;
-* **entities**: experiences that share the strongest seed entities of the base activation, ranked
+* **embedding**: the ``ceil(m / 2)`` nearest query embeddings through the partial half-precision
+  HNSW index of the embedding's dimension, with ``hnsw.iterative_scan = relaxed_order`` so that the
+  tenant/corpus/validity filter does not starve the scan (an HNSW scan's cost grows quickly with
+  the rows it must return through a selective filter, hence half of ``m``);
+* **entities**: up to ``m`` experiences that share the strongest seed entities of the base activation, ranked
   by ``sum_e a_base[e] * w_k[e]`` where ``experience_entities.weight`` holds each map's
   *unit-normalised* weight (``a~_k[e] / |a~_k|``), so the rank is exactly
   ``cos(a_base, a~_k) * |a_base|`` over the seed entities. Each seed entity contributes at most
@@ -19,6 +20,7 @@ rows, interleaved by rank:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -27,29 +29,46 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
 from livingrag.errors import InvalidInput, NotFound
 
-MAX_HNSW_DIM = 2000  # pgvector's HNSW limit for the vector type
+MAX_HNSW_DIM = 4000  # pgvector's HNSW limit for halfvec
 LOCK_NAMESPACE = 0x4C52  # "LR": first key of pg_advisory_xact_lock(int, int) for write-back scopes
 _ACTIVE = "NOT {a}stale AND ({a}expires_at IS NULL OR {a}expires_at > :now)"
 
 
+_PACKED = np.dtype([("e", ">i8"), ("w", ">f8")])
+
+
 @dataclass(frozen=True)
 class CandidateRow:
-    """One preselected experience with what rescoring, fusion and scaffolds need."""
+    """One preselected experience with what rescoring, fusion and scaffolds need. The activation
+    map comes as two arrays (entity ids, weights); :attr:`activation` gives it as a dict."""
 
     id: int
     query: str
     query_template: str | None
     embedding: np.ndarray
-    activation: dict[int, float]
+    entity_ids: np.ndarray
+    weights: np.ndarray
     confidence: float
     created_at: datetime
     summary: str
     channel_rank: int
+
+    @property
+    def activation(self) -> dict[int, float]:
+        return dict(zip(self.entity_ids.tolist(), self.weights.tolist(), strict=True))
+
+
+def unpack_activation(data: bytes | None) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the packed map of :func:`preselect` (big-endian int8 id, float8 weight pairs)."""
+    if not data:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    arr = np.frombuffer(bytes(data), dtype=_PACKED)
+    return arr["e"].astype(np.int64), arr["w"].astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -94,7 +113,8 @@ class ExperienceRecord:
 
 def from_vector_send(data: bytes) -> np.ndarray:
     """Decode pgvector's binary form (``vector_send``: int16 dim, int16 unused, dim big-endian
-    float4) into float32; parsing the text form costs ~0.2 ms per 384-d vector, this ~1 us."""
+    float4) into float32; parsing the text form costs ~0.2 ms per 384-d vector, this ~1 us. (The
+    activation map travels packed for the same reason: decoding 64 jsonb maps costs milliseconds.)"""
     buf = bytes(data)
     dim = int.from_bytes(buf[:2], "big")
     return np.frombuffer(buf, dtype=">f4", count=dim, offset=4).astype(np.float32)
@@ -124,34 +144,19 @@ def configure_vector_scan(session: Session, *, ef_search: int) -> None:
     )
 
 
-def preselect(
-    session: Session,
-    *,
-    tenant_id: int,
-    corpus_id: int,
-    embedding: np.ndarray,
-    seeds: Mapping[int, float],
-    m: int,
-    now: datetime,
-    rows_per_entity: int = 256,
-    ef_search: int = 100,
-) -> list[CandidateRow]:
-    """The union of the embedding and entity channels, at most ``m`` active experiences (not
-    stale, not expired at ``now``) of this tenant and corpus, best channel rank first."""
-    dim = _dim_sql(int(np.asarray(embedding).shape[0]))
-    if m < 1:
-        return []
-    configure_vector_scan(session, ef_search=max(ef_search, m))
-    seed_ids = [int(e) for e in seeds]
-    seed_ws = [float(w) for w in seeds.values()]
-    vec = f"vector({dim})"
-    sql = f"""
+@functools.lru_cache(maxsize=32)
+def _preselect_sql(dim: int) -> TextClause:
+    """The preselection statement for one embedding dimension (built once: SQLAlchemy parses a
+    text() statement's bind parameters every time one is constructed)."""
+    vec = f"halfvec({dim})"  # the HNSW indexes are on half precision (migration 0002)
+    return text(
+        f"""
         WITH emb AS (
           SELECT x.id, row_number() OVER (ORDER BY x.d, x.id) AS r FROM (
             SELECT id, (query_embedding::{vec}) <=> CAST(:q AS {vec}) AS d FROM experiences
             WHERE embedding_dim = {dim} AND tenant_id = :t AND corpus_id = :c AND {_ACTIVE.format(a="")}
             ORDER BY (query_embedding::{vec}) <=> CAST(:q AS {vec})
-            LIMIT :m
+            LIMIT :m_emb
           ) x
         ),
         hits AS (
@@ -171,40 +176,71 @@ def preselect(
         u AS (
           SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z GROUP BY id
         )
-        SELECT e.id, e.query, e.query_template, vector_send(e.query_embedding), e.activation, e.confidence,
-               e.created_at, e.summary, u.r
+        SELECT e.id, e.query, e.query_template, vector_send(e.query_embedding),
+               (SELECT string_agg(int8send(kv.key::bigint) || float8send(kv.value::float8), ''::bytea)
+                FROM jsonb_each_text(e.activation) kv),
+               e.confidence, e.created_at, e.summary, u.r
         FROM u JOIN experiences e ON e.id = u.id
         WHERE e.embedding_dim = {dim} AND {_ACTIVE.format(a="e.")}
         ORDER BY u.r, e.id
         LIMIT :m
     """
+    )
+
+
+def preselect(
+    session: Session,
+    *,
+    tenant_id: int,
+    corpus_id: int,
+    embedding: np.ndarray,
+    seeds: Mapping[int, float],
+    m: int,
+    now: datetime,
+    rows_per_entity: int = 256,
+    ef_search: int = 40,
+) -> list[CandidateRow]:
+    """The union of the embedding channel (its ``ceil(m / 2)`` nearest) and the entity channel
+    (its ``m`` best): at most ``m`` active experiences (not stale, not expired at ``now``) of this
+    tenant and corpus, best channel rank first."""
+    dim = _dim_sql(int(np.asarray(embedding).shape[0]))
+    if m < 1:
+        return []
+    configure_vector_scan(session, ef_search=ef_search)
+    seed_ids = [int(e) for e in seeds]
+    seed_ws = [float(w) for w in seeds.values()]
     rows = session.execute(
-        text(sql),
+        _preselect_sql(dim),
         {
             "t": tenant_id,
             "c": corpus_id,
             "q": np.asarray(embedding, dtype=np.float32),
             "m": m,
+            "m_emb": (m + 1) // 2,
             "now": now,
             "eids": seed_ids,
             "ews": seed_ws,
             "per_entity": rows_per_entity,
         },
     ).all()
-    return [
-        CandidateRow(
-            id=int(r[0]),
-            query=r[1],
-            query_template=r[2],
-            embedding=from_vector_send(r[3]),
-            activation={int(k): float(v) for k, v in r[4].items()},
-            confidence=float(r[5]),
-            created_at=r[6],
-            summary=r[7],
-            channel_rank=int(r[8]),
+    out = []
+    for r in rows:
+        ids, weights = unpack_activation(r[4])
+        out.append(
+            CandidateRow(
+                id=int(r[0]),
+                query=r[1],
+                query_template=r[2],
+                embedding=from_vector_send(r[3]),
+                entity_ids=ids,
+                weights=weights,
+                confidence=float(r[5]),
+                created_at=r[6],
+                summary=r[7],
+                channel_rank=int(r[8]),
+            )
         )
-        for r in rows
-    ]
+    return out
 
 
 def lock_scope(session: Session, corpus_id: int) -> None:
@@ -525,8 +561,9 @@ def store_stats(session: Session, *, tenant_id: int | None = None) -> list[dict[
 
 
 def ensure_hnsw_index(session: Session, dim: int) -> str:
-    """Create (if missing) the partial HNSW index on experience query embeddings of dimension
-    ``dim`` and return its name. Runs as the schema owner through the SECURITY DEFINER function
+    """Create (if missing) the partial half-precision HNSW index on experience query embeddings of
+    dimension ``dim`` (``(query_embedding::halfvec(dim)) halfvec_cosine_ops WHERE embedding_dim =
+    dim``) and return its name. Runs as the schema owner through the SECURITY DEFINER function
     ``livingrag_ensure_experience_hnsw`` (migration 0002), so an application session may call it
     when it creates a corpus whose embedding model has a new dimension. The build holds a SHARE
     lock on ``experiences`` (writes wait) for as long as the table takes to scan."""
