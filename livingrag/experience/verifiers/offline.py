@@ -7,7 +7,8 @@ scored and the best one kept (eq. 15). A unit's support for an explanation claim
 
 * ``lex``: share of the claim's content words (stop words dropped, light stemming) in the unit;
 * ``sem``: embedding cosine rescaled so 0.25 -> 0 and 0.75 -> 1 (clipped);
-* ``E``: share of the claim's named entities (capitalised spans) whose words all occur in the unit;
+* ``E``: 1 when every named entity of the claim (capitalised spans) occurs in the unit, else half
+  the share that does (one entity the evidence never names sinks the claim, as it would for NLI);
 * ``N``: number and date agreement: 1 when every number of the claim occurs in the unit, 0 when a
   year of the claim is missing while the unit states another year (a contradiction), else 0.3;
 * ``G``: 0.5 when the claim is negated ("not", "never", ...) and the unit is not, else 1.
@@ -127,7 +128,8 @@ def explanation_support(claim: str, unit: str, cosine: float) -> float:
     cw = content_words(claim)
     lex = len(cw & unit_words) / len(cw) if cw else 1.0
     ents = entity_word_sets(claim)
-    ent = sum(1 for e in ents if e <= unit_words) / len(ents) if ents else 1.0
+    found = sum(1 for e in ents if e <= unit_words) / len(ents) if ents else 1.0
+    ent = 1.0 if found == 1.0 else 0.5 * found  # an entity the evidence never names is decisive
     num = number_agreement(numbers(claim), numbers(unit))
     neg = 0.5 if is_negated(claim) and not is_negated(unit) else 1.0
     return float(num * neg * ent * (0.55 * lex + 0.45 * rescale_similarity(cosine)))
