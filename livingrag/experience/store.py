@@ -180,6 +180,7 @@ class ExperienceStore:
             now=self._clock(),
             rows_per_entity=self.exp.rows_per_entity,
             ef_search=self.exp.hnsw_ef_search,
+            alpha=self.exp.alpha,
         )
 
     # ---------------------------------------------------------------- matching (eq. 7-13)

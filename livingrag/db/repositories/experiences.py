@@ -11,10 +11,11 @@ rows, interleaved by rank:
   HNSW index of the embedding's dimension, with ``hnsw.iterative_scan = relaxed_order`` so that the
   tenant/corpus/validity filter does not starve the scan (an HNSW scan's cost grows quickly with
   the rows it must return through a selective filter, hence half of ``m``);
-* **entities**: up to ``m`` experiences that share the strongest seed entities of the base activation, ranked
-  by ``sum_e a_base[e] * w_k[e]`` where ``experience_entities.weight`` holds each map's
-  *unit-normalised* weight (``a~_k[e] / |a~_k|``), so the rank is exactly
-  ``cos(a_base, a~_k) * |a_base|`` over the seed entities. Each seed entity contributes at most
+* **entities**: the experiences that share the strongest seed entities of the base activation:
+  the ``4 m`` with the largest overlap ``sum_e a_base[e] * w_k[e]`` (``experience_entities.weight``
+  holds each map's *unit-normalised* weight ``a~_k[e] / |a~_k|``, so this is
+  ``cos(a_base, a~_k) * |a_base|`` over the seed entities), re-ranked by eq. 7 itself with the exact
+  embedding cosine, of which the best ``m`` are kept. Each seed entity contributes at most
   ``rows_per_entity`` rows (its strongest), which bounds the cost of very common entities.
 """
 
@@ -170,9 +171,18 @@ def _preselect_sql(dim: int) -> TextClause:
           ) h
           GROUP BY h.experience_id
           ORDER BY dot DESC, h.experience_id
+          LIMIT :m_hits
+        ),
+        ent AS (
+          SELECT h.id, row_number() OVER (
+            ORDER BY :alpha * (1 - (x.query_embedding <=> CAST(:q AS vector({dim})))) + (1 - :alpha) * h.dot / :bnorm
+              DESC, h.id
+          ) AS r
+          FROM hits h JOIN experiences x ON x.id = h.id
+          WHERE x.embedding_dim = {dim}
+          ORDER BY r
           LIMIT :m
         ),
-        ent AS (SELECT id, row_number() OVER (ORDER BY dot DESC, id) AS r FROM hits),
         u AS (
           SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z GROUP BY id
         )
@@ -199,10 +209,15 @@ def preselect(
     now: datetime,
     rows_per_entity: int = 256,
     ef_search: int = 40,
+    alpha: float = 0.5,
+    entity_hits: int | None = None,
 ) -> list[CandidateRow]:
     """The union of the embedding channel (its ``ceil(m / 2)`` nearest) and the entity channel
     (its ``m`` best): at most ``m`` active experiences (not stale, not expired at ``now``) of this
-    tenant and corpus, best channel rank first."""
+    tenant and corpus, best channel rank first. The entity channel takes the ``entity_hits``
+    (default ``4 m``) experiences with the largest seed overlap and ranks them by eq. 7 itself
+    (exact embedding cosine, seed-restricted activation cosine, weight ``alpha``), so experiences
+    that share an entity but answer another kind of question do not crowd out the relevant ones."""
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
         return []
@@ -217,6 +232,9 @@ def preselect(
             "q": np.asarray(embedding, dtype=np.float32),
             "m": m,
             "m_emb": (m + 1) // 2,
+            "m_hits": entity_hits if entity_hits is not None else 4 * m,
+            "alpha": float(alpha),
+            "bnorm": math.sqrt(sum(w * w for w in seed_ws)) or 1.0,
             "now": now,
             "eids": seed_ids,
             "ews": seed_ws,
