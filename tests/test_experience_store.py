@@ -398,3 +398,36 @@ def test_store_can_use_passages_given_as_used_passage(db: Database, tenant: int)
         tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, passages=(UsedPassage(5, "t", "T"), UsedPassage(6, "u"))
     )
     assert store.write_back(c).stored
+
+
+def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: int) -> None:
+    """Four experiences share the seed entity more strongly but answer unrelated questions
+    (orthogonal embeddings); the relevant one shares it less but is close to the query. With one
+    embedding slot (taken by a nearer experience without the entity) and two entity slots, the
+    entity channel must still surface it: it re-ranks its overlap hits by eq. 7."""
+    from datetime import UTC, datetime
+
+    from livingrag.db.repositories import experiences as repo
+
+    corpus = make_corpus(db, tenant, DIM)
+
+    def put(emb: np.ndarray, activation: dict[int, float]) -> int:
+        with db.tenant_session(tenant) as s:
+            return repo.insert_experience(
+                s,
+                repo.NewExperience(
+                    tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
+                    activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
+                    source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
+                ),
+            )  # fmt: skip
+
+    nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})  # s = 0.5 * 1 + 0.5 * 0
+    crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]  # s = 0.5 * 0 + 0.5 * 1
+    target = put(unit(DIM, (0, 1.0), (1, 1.0)), {1: 0.5, 5: math.sqrt(0.75)})  # s = 0.5 * .707 + 0.5 * .5
+    store = make_store(db, candidates_m=2)
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {1: 1.0}))
+    ids = {t.id for t in m.top}
+    assert m.top[0].id == target
+    assert m.top[0].score == pytest.approx(0.5 / math.sqrt(2) + 0.25)
+    assert nearest in ids and len(set(crowd) & ids) <= 1
