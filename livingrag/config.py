@@ -179,6 +179,15 @@ class ExperienceSettings(_Group):
     seed_entities_for_lookup: int = Field(
         default=8, ge=1, le=1000, description="Strongest base entities used for the entity-overlap channel."
     )
+    rows_per_entity: int = Field(
+        default=256, ge=1, le=100_000, description="Entity channel: strongest experience rows read per seed entity."
+    )
+    hnsw_ef_search: int = Field(
+        default=40, ge=1, le=1000, description="Embedding channel: pgvector hnsw.ef_search (iterative scan goes on)."
+    )
+    template_cache_size: int = Field(
+        default=100_000, ge=0, description="Template embeddings (eq. 12) cached in memory, per process."
+    )
     keysent_count: int = Field(default=3, ge=1, le=20, description="Sentences kept by KeySent (eq. 6).")
     keysent_top_entities: int = Field(
         default=10, ge=1, le=1000, description="Most activated entities that anchor KeySent."

@@ -80,7 +80,7 @@ def test_schema_shape(fresh_db: Database) -> None:
             .scalars()
             .all()
         )
-        assert idx and "vector_cosine_ops" in idx[0]
+        assert idx and ("vector_cosine_ops" in idx[0] or "halfvec_cosine_ops" in idx[0])
         rls = dict(
             c.execute(
                 text(

@@ -8,7 +8,16 @@ import sys
 import typer
 
 from livingrag import __version__
-from livingrag.cli import bench_retrieval_cmd, config_cmd, corpus_cmd, db_cmd, retrieve_cmd, tenant_cmd
+from livingrag.cli import (
+    admin_cmd,
+    bench_cmd,
+    bench_retrieval_cmd,
+    config_cmd,
+    corpus_cmd,
+    db_cmd,
+    retrieve_cmd,
+    tenant_cmd,
+)
 from livingrag.cli.common import err_console, examples
 from livingrag.errors import LivingRAGError
 
@@ -26,14 +35,9 @@ app.add_typer(corpus_cmd.app, name="corpus")
 app.add_typer(corpus_cmd.passage_app, name="passage")
 app.command(name="index", help=corpus_cmd.INDEX_HELP)(corpus_cmd.index)
 app.command(name="retrieve", help=retrieve_cmd.RETRIEVE_HELP)(retrieve_cmd.retrieve)
-
-bench_app = typer.Typer(
-    help="Benchmarks (never part of the test suite)."
-    + examples("livingrag bench retrieval --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa"),
-    no_args_is_help=True,
-)
-bench_app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
-app.add_typer(bench_app, name="bench")
+app.add_typer(admin_cmd.app, name="admin")
+bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
+app.add_typer(bench_cmd.app, name="bench")
 
 
 def _version(value: bool) -> None:

@@ -178,6 +178,7 @@ class Experience(Base):
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     query: Mapped[str] = mapped_column(Text, nullable=False)
+    query_template: Mapped[str | None] = mapped_column(Text)  # T(q) of eq. 11 (migration 0002)
     query_embedding: Mapped[Any] = mapped_column(Vector(), nullable=False)
     embedding_dim: Mapped[int] = mapped_column(Integer, nullable=False)
     activation: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False)
@@ -197,6 +198,9 @@ class Experience(Base):
 
 
 class ExperienceEntity(Base):
+    """One entity of an experience's activation map; ``weight`` is unit-normalised
+    (a~_k[e] / |a~_k|, migration 0002) so the entity channel ranks by cosine."""
+
     __tablename__ = "experience_entities"
     __table_args__ = (_in_corpus(),)
     experience_id: Mapped[int] = mapped_column(

@@ -1,0 +1,204 @@
+"""``livingrag admin``: operator maintenance of the experience store (expiry, pruning, statistics).
+
+These commands use the owner connection and work across tenants unless ``--tenant`` narrows them.
+Every command takes ``--dry-run``; the ones that change data then only report what they would do.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from livingrag.cli.common import console, examples, open_database, print_json
+
+app = typer.Typer(
+    help="Experience-store maintenance: expiry, pruning, statistics." + examples("livingrag admin stats"),
+    no_args_is_help=True,
+)
+
+TENANT = typer.Option(None, "--tenant", help="Only this tenant (name or id).")
+CORPUS = typer.Option(None, "--corpus", help="Only this corpus (name or id; needs --tenant).")
+DRY_RUN = typer.Option(False, "--dry-run", help="Report what would change; change nothing.")
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def _scope(session: Any, tenant: str | None, corpus: str | None) -> Any:
+    from sqlalchemy import text
+
+    from livingrag.db.repositories import tenants
+    from livingrag.errors import InvalidInput, NotFound
+    from livingrag.experience.lifecycle import Scope
+
+    if corpus is not None and tenant is None:
+        raise InvalidInput("--corpus needs --tenant")
+    tenant_id = tenants.get_tenant(session, tenant).id if tenant is not None else None
+    corpus_id = None
+    if corpus is not None:
+        col = "id" if corpus.isdigit() else "name"
+        corpus_id = session.execute(
+            text(f"SELECT id FROM corpora WHERE tenant_id = :t AND {col} = :v"),
+            {"t": tenant_id, "v": int(corpus) if corpus.isdigit() else corpus},
+        ).scalar()
+        if corpus_id is None:
+            raise NotFound(f"tenant {tenant!r} has no corpus {corpus!r}")
+    return Scope(tenant_id=tenant_id, corpus_id=corpus_id)
+
+
+@app.command(
+    help="Expire experiences created before a cutoff (they stay, counted as expired, until pruned)."
+    + examples(
+        "livingrag admin expire --older-than 30d --dry-run",
+        "livingrag admin expire --before 2026-01-01 --tenant acme",
+    )
+)
+def expire(
+    before: str | None = typer.Option(None, "--before", help="ISO timestamp or date (UTC when no zone is given)."),
+    older_than: str | None = typer.Option(None, "--older-than", help="Age such as 30d, 12h, 2w, 1y."),
+    tenant: str | None = TENANT,
+    corpus: str | None = CORPUS,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON,
+) -> None:
+    from livingrag.experience import lifecycle
+
+    now = datetime.now(UTC)
+    cut = lifecycle.cutoff(before=before, older_than=older_than, now=now)
+    with open_database() as db, db.owner_session() as s:
+        scope = _scope(s, tenant, corpus)
+        n = lifecycle.expire(s, created_before=cut, scope=scope, now=now, dry_run=dry_run)
+    if as_json:
+        print_json({"expired": n, "created_before": cut, "dry_run": dry_run})
+        return
+    verb = "would expire" if dry_run else "expired"
+    console.print(f"{verb} {n} experiences created before {cut.isoformat(timespec='seconds')}")
+
+
+@app.command(
+    help="Delete experiences: beyond a per-tenant maximum (least useful first: uses, then confidence, then age), "
+    "under a confidence, unused for a while, expired or stale."
+    + examples(
+        "livingrag admin prune --max-per-tenant 10000 --dry-run",
+        "livingrag admin prune --min-confidence 0.7 --unused-for 90d --expired --stale",
+    )
+)
+def prune(
+    max_per_tenant: int | None = typer.Option(None, "--max-per-tenant", min=0, help="Keep at most N per tenant."),
+    min_confidence: float | None = typer.Option(
+        None, "--min-confidence", min=0.0, max=1.0, help="Delete below this confidence."
+    ),
+    unused_since: str | None = typer.Option(
+        None, "--unused-since", help="Delete if neither used nor created since this timestamp."
+    ),
+    unused_for: str | None = typer.Option(None, "--unused-for", help="Delete if unused for this long (e.g. 90d)."),
+    expired: bool = typer.Option(False, "--expired", help="Delete expired experiences."),
+    stale: bool = typer.Option(False, "--stale", help="Delete stale experiences (their source passages changed)."),
+    tenant: str | None = TENANT,
+    corpus: str | None = CORPUS,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON,
+) -> None:
+    from livingrag.db.repositories.experiences import PruneCriteria
+    from livingrag.errors import InvalidInput
+    from livingrag.experience import lifecycle
+
+    now = datetime.now(UTC)
+    if unused_since is not None and unused_for is not None:
+        raise InvalidInput("give at most one of --unused-since and --unused-for")
+    since = None
+    if unused_since is not None:
+        since = lifecycle.parse_timestamp(unused_since)
+    elif unused_for is not None:
+        since = now - lifecycle.parse_duration(unused_for)
+    criteria = PruneCriteria(
+        max_per_tenant=max_per_tenant, min_confidence=min_confidence, unused_since=since, expired=expired, stale=stale
+    )
+    with open_database() as db, db.owner_session() as s:
+        scope = _scope(s, tenant, corpus)
+        counts = lifecycle.prune(s, criteria, scope=scope, now=now, dry_run=dry_run)
+    if as_json:
+        print_json(counts | {"dry_run": dry_run})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    detail = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items() if k != "total")
+    console.print(f"{verb} {counts['total']} experiences ({detail})")
+
+
+@app.command(
+    help="Store statistics per tenant and corpus: size, stale and expired counts, gate statistics (the paper's "
+    "Table 6 columns) and reuse coverage (Table 16). Read-only."
+    + examples("livingrag admin stats", "livingrag admin stats --tenant acme --json")
+)
+def stats(
+    tenant: str | None = TENANT,
+    corpus: str | None = CORPUS,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Accepted for uniformity; this command never writes."),
+    as_json: bool = JSON,
+) -> None:
+    from livingrag.experience import lifecycle
+
+    with open_database() as db, db.owner_session() as s:
+        rows = lifecycle.stats(s, scope=_scope(s, tenant, corpus))
+    if as_json:
+        print_json(rows)
+        return
+    labels = {
+        "experiences": "stored experiences", "active": "active", "stale": "stale", "expired": "expired",
+        "avg_confidence": "average confidence", "questions": "candidates (Table 6: questions)",
+        "ns_pass_pct": "NS pass %", "gs_checked": "GS checked", "gs_pass_pct": "GS pass %", "gs_reject": "GS reject",
+        "stored": "stored by the gates", "errors": "errors", "dropped": "dropped",
+        "topk_selections": "top-K selections (Table 16)", "fusion_coverage_pct": "fusion coverage %",
+        "scaffold_uses": "scaffold uses", "scaffold_coverage_pct": "scaffold coverage %",
+        "max_scaffold_uses": "max scaffold uses",
+    }  # fmt: skip
+    if not rows:
+        console.print("no experiences")
+    for r in rows:
+        table = Table("metric", "value", title=f"tenant {r['tenant_id']}, corpus {r['corpus_id']}")
+        for key, label in labels.items():
+            table.add_row(label, "-" if r.get(key) is None else str(r[key]))
+        console.print(table)
+
+
+@app.command(
+    name="list",
+    help="List experiences, newest first. Read-only."
+    + examples("livingrag admin list --tenant acme --limit 20", "livingrag admin list --tenant acme --active --json"),
+)
+def list_(
+    tenant: str | None = TENANT,
+    corpus: str | None = CORPUS,
+    active: bool = typer.Option(False, "--active", help="Only active experiences (not stale, not expired)."),
+    limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Accepted for uniformity; this command never writes."),
+    as_json: bool = JSON,
+) -> None:
+    from dataclasses import asdict
+
+    from livingrag.db.repositories import experiences as repo
+
+    with open_database() as db, db.owner_session() as s:
+        scope = _scope(s, tenant, corpus)
+        rows = repo.list_experiences(
+            s,
+            tenant_id=scope.tenant_id,
+            corpus_id=scope.corpus_id,
+            include_inactive=not active,
+            now=datetime.now(UTC),
+            limit=limit,
+            offset=offset,
+        )
+    if as_json:
+        print_json([asdict(r) for r in rows])
+        return
+    table = Table("id", "tenant", "corpus", "query", "answer", "conf", "uses (fusion/scaffold)", "created", "state")
+    for r in rows:
+        state = "stale" if r.stale else ("expired" if r.expires_at and r.expires_at <= datetime.now(UTC) else "active")
+        table.add_row(
+            str(r.id), str(r.tenant_id), str(r.corpus_id), r.query[:60], r.answer[:30], f"{r.confidence:.2f}",
+            f"{r.fusion_uses}/{r.scaffold_uses}", r.created_at.isoformat(timespec="seconds"), state,
+        )  # fmt: skip
+    console.print(table)

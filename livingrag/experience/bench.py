@@ -1,0 +1,622 @@
+"""``livingrag bench store``: the experience store at scale, on synthetic experiences of realistic
+shape, in a scratch database of the configured server.
+
+Data: ``T`` tenants with one 384-dimensional corpus each; experiences grouped in topics (about 40
+per topic) whose query embeddings have cosine ~0.35 with each other and ~0 across topics, and
+activation maps of 30 entities (27 from the topic's entity pool, 3 from a few very common
+entities) with weights decaying from ~1 to ~0.02, as sparsified final activations do. This is the
+shape of a store whose experiences passed the novelty gate (pairwise eta mostly under 0.3). Rows
+are loaded with COPY before the indexes are built.
+
+Measured: ``store.match`` latency (split into SQL preselection and numpy rescoring; scaffold
+template embedding off, lambda = 0), agreement of its top K with an exact full scan of the
+tenant's store in numpy (the paper's method), write-back throughput of 8 concurrent writers
+(store side: the grounding verifier is off, its cost depends on the model), and how many of a
+burst of 8 near-duplicate candidates raced by 8 writers get stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from livingrag.config import DBSettings, Settings
+
+log = logging.getLogger(__name__)
+
+DIM = 384
+MAP_SIZE = 30
+HOT_PER_MAP = 3
+TOPIC_SIZE = 40
+POOL_SIZE = 150
+INTRA_COS = 0.35  # cosine between two query embeddings of one topic
+_COPY_ENTITIES = (
+    "COPY experience_entities (experience_id, entity_id, tenant_id, corpus_id, weight) FROM STDIN WITH (FORMAT BINARY)"
+)
+_COPY_EXPERIENCES = (
+    "COPY experiences (id, tenant_id, corpus_id, query, query_template, query_embedding, embedding_dim, activation,"
+    " summary, answer, created_at, confidence, source_passage_ids, corpus_version) FROM STDIN WITH (FORMAT BINARY)"
+)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    experiences: int
+    tenants: int = 4
+    queries: int = 1000
+    writers: int = 8
+    writes: int = 400
+    race_bursts: int = 5
+    seed: int = 0
+    keep: bool = False
+
+
+def _prime_at_most(n: int) -> int:
+    def prime(k: int) -> bool:
+        return k > 1 and all(k % d for d in range(2, math.isqrt(k) + 1))
+
+    while not prime(n):
+        n -= 1
+    return n
+
+
+class Synth:
+    """Deterministic synthetic experiences and queries (see the module docstring)."""
+
+    def __init__(self, n: int, tenants: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.tenants = tenants
+        self.counts = [n // tenants + (1 if t < n % tenants else 0) for t in range(tenants)]
+        self.sigma = math.sqrt((1.0 - INTRA_COS) / INTRA_COS / DIM)
+        self.topics = [max(1, c // TOPIC_SIZE) for c in self.counts]
+        self.centers = [self._unit(self.rng.normal(size=(k, DIM))) for k in self.topics]
+        # each topic's entity pool (distinct ids >= 100, ordered by popularity within the topic):
+        # an arithmetic progression modulo a prime vocabulary size never repeats within 150 steps
+        self.pools = []
+        for k, c in zip(self.topics, self.counts, strict=True):
+            v = _prime_at_most(max(2000, c // 5))
+            a = self.rng.integers(0, v, size=(k, 1))
+            b = self.rng.integers(1, v, size=(k, 1))
+            self.pools.append((a + b * np.arange(POOL_SIZE)[None, :]) % v + 100)
+        self.rank_w = np.exp(-np.arange(MAP_SIZE) / 8.0)
+        self._logp = -0.6 * np.log(np.arange(1, POOL_SIZE + 1))
+
+    @staticmethod
+    def _unit(x: np.ndarray) -> np.ndarray:
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    def embed(self, t: int, topic: np.ndarray) -> np.ndarray:
+        return self._unit(self.centers[t][topic] + self.sigma * self.rng.normal(size=(len(topic), DIM)))
+
+    def maps(self, t: int, topic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Entity ids and weights (n x 30): 27 distinct entities of the topic's pool drawn by
+        popularity without replacement (Gumbel top-k) and 3 distinct very common ones; weights
+        decay with rank (~1 to ~0.02), rounded to 6 decimals as stored."""
+        n, pick = len(topic), MAP_SIZE - HOT_PER_MAP
+        keys = self._logp + self.rng.gumbel(size=(n, POOL_SIZE))
+        cols = np.argpartition(-keys, pick, axis=1)[:, :pick]
+        cols = np.take_along_axis(cols, np.argsort(-np.take_along_axis(keys, cols, axis=1), axis=1), axis=1)
+        hot = np.argpartition(self.rng.random(size=(n, 99)), HOT_PER_MAP, axis=1)[:, :HOT_PER_MAP] + 1
+        ents = np.concatenate([self.pools[t][topic[:, None], cols], hot], axis=1).astype(np.int64)
+        w = np.round(self.rank_w[None, :] * self.rng.uniform(0.7, 1.0, size=(n, MAP_SIZE)), 6)
+        return ents, w
+
+    def chunk(self, t: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        topic = self.rng.integers(0, self.topics[t], size=size)
+        ents, w = self.maps(t, topic)
+        return topic, self.embed(t, topic), ents, w
+
+    def query(self, t: int) -> tuple[np.ndarray, dict[int, float]]:
+        topic = self.rng.integers(0, self.topics[t], size=1)
+        emb = self.embed(t, topic)[0]
+        k = int(self.rng.integers(1, 4))
+        seeds = self.rng.choice(self.pools[t][topic[0]][:20], size=k, replace=False)
+        return emb, {int(e): round(float(self.rng.uniform(0.5, 1.0)), 4) for e in seeds}
+
+
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER = struct.pack(">h", -1)
+
+
+def _text(value: str) -> bytes:
+    b = value.encode("utf-8")
+    return struct.pack(">i", len(b)) + b
+
+
+def experience_rows_binary(
+    first_id: int, tenant_id: int, corpus_id: int, topic: np.ndarray, emb: np.ndarray, ents: np.ndarray,
+    w: np.ndarray, created: datetime,
+) -> bytes:  # fmt: skip
+    """The rows of one chunk in PostgreSQL's binary COPY format (columns of _COPY_EXPERIENCES)."""
+    n, dim = emb.shape
+    vec = emb.astype(">f4").tobytes()
+    vlen = 4 + 4 * dim
+    ts = struct.pack(">iq", 8, int((created - _PG_EPOCH).total_seconds() * 1_000_000))
+    fixed_scope = struct.pack(">iqiq", 8, tenant_id, 8, corpus_id)
+    tail = struct.pack(">if", 4, 0.8)
+    out = [_COPY_HEADER]
+    for i in range(n):
+        eid = first_id + i
+        q = f"synthetic question {eid} about topic {int(topic[i])}?"
+        act = "{" + ", ".join(f'"{e}": {x!r}' for e, x in zip(ents[i].tolist(), w[i].tolist(), strict=True)) + "}"
+        jb = b"\x01" + act.encode()
+        src = struct.pack(">iiiIiiiq", 32, 1, 0, 20, 1, 1, 8, eid % 5000 + 1)  # int8[] {eid % 5000 + 1}
+        out.append(
+            struct.pack(">hiq", 14, 8, eid)
+            + fixed_scope
+            + _text(q)
+            + _text("synthetic question [NUM] about topic [NUM]?")
+            + struct.pack(">ihh", vlen, dim, 0)
+            + vec[i * 4 * dim : (i + 1) * 4 * dim]
+            + struct.pack(">ii", 4, dim)
+            + struct.pack(">i", len(jb))
+            + jb
+            + _text(
+                f"Question: {q}\nKey reasoning: entity {int(ents[i, 0])} leads to the answer.\nAnswer: answer {eid}"
+            )
+            + _text(f"answer {eid}")
+            + ts
+            + tail
+            + src
+            + struct.pack(">iq", 8, 0)
+        )
+    out.append(_COPY_TRAILER)
+    return b"".join(out)
+
+
+def entity_rows_binary(first_id: int, tenant_id: int, corpus_id: int, ents: np.ndarray, w: np.ndarray) -> bytes:
+    """experience_entities rows (unit-normalised weights) in binary COPY format, built in numpy."""
+    n, k = ents.shape
+    dt = np.dtype(
+        [("nf", ">i2"), ("l1", ">i4"), ("x", ">i8"), ("l2", ">i4"), ("e", ">i8"), ("l3", ">i4"), ("t", ">i8"),
+         ("l4", ">i4"), ("c", ">i8"), ("l5", ">i4"), ("w", ">f4")]
+    )  # fmt: skip
+    rows = np.empty(n * k, dtype=dt)
+    rows["nf"] = 5
+    rows["l1"] = rows["l2"] = rows["l3"] = rows["l4"] = 8
+    rows["l5"] = 4
+    rows["x"] = np.repeat(np.arange(first_id, first_id + n), k)
+    rows["e"] = ents.reshape(-1)
+    rows["t"] = tenant_id
+    rows["c"] = corpus_id
+    rows["w"] = (w / np.linalg.norm(w, axis=1, keepdims=True)).reshape(-1)
+    return _COPY_HEADER + rows.tobytes() + _COPY_TRAILER
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(xs), q)), 3) if xs else float("nan")
+
+
+def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Create a scratch database, load, measure, drop it (unless ``cfg.keep``); returns the report."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from livingrag.db import migrate
+    from livingrag.db.engine import Database
+
+    if cfg.experiences < cfg.tenants or cfg.tenants < 1:
+        raise ValueError("need at least one experience per tenant")
+    server = Database(settings.db, check_schema=False)
+    name = f"livingrag_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(server.owner_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
+    db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
+    db = Database(db_settings, check_schema=False)
+    report: dict[str, Any] = {"experiences": cfg.experiences, "tenants": cfg.tenants, "database": name}
+    try:
+        migrate.upgrade(db)
+        db = _reopen(db, db_settings)
+        progress(f"scratch database {name}: loading {cfg.experiences} experiences for {cfg.tenants} tenants")
+        synth = Synth(cfg.experiences, cfg.tenants, cfg.seed)
+        scopes, data = _load(db, synth, report, progress)
+        report |= _measure_match(db, settings, synth, scopes, data, cfg, progress)
+        report |= _measure_writes(db, settings, synth, scopes, cfg, progress)
+        report["cpu_count"] = os.cpu_count()
+    finally:
+        db.close()
+        if not cfg.keep:
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+        server.close()
+    return report
+
+
+def _reopen(db: Any, db_settings: DBSettings) -> Any:
+    from livingrag.db.engine import Database
+
+    db.dispose()
+    return Database(db_settings, check_schema=False)
+
+
+def _load(
+    db: Any, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
+) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+    """Tenants, corpora, COPY of experiences, entity rows, then the indexes."""
+    from sqlalchemy import text
+
+    from livingrag.db.repositories import corpora, tenants
+
+    scopes = []
+    with db.owner_session() as s:
+        for t in range(synth.tenants):
+            rec, _ = tenants.create_tenant(s, f"bench-{t}-{uuid.uuid4().hex[:6]}")
+            c = corpora.create_corpus(s, rec.id, "bench", embedding_model="synthetic", embedding_dim=DIM, ner_model="-")
+            scopes.append((rec.id, c.id))
+    t0 = time.perf_counter()
+    index_defs: list[str] = []
+    raw = db.owner_engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('experiences', 'experience_entities')"
+                " AND indexname NOT IN (SELECT conname FROM pg_constraint)"
+            )
+            rows = cur.fetchall()
+            for idx, defn in rows:
+                index_defs.append(defn)
+                cur.execute(f'DROP INDEX "{idx}"')
+            cur.execute("SET session_replication_role = replica")  # bulk load: skip FK triggers
+            cur.execute("SET statement_timeout = 0")
+        conn.commit()
+        data: list[dict[str, Any]] = []
+        next_id = 1
+        created = datetime.now(UTC)
+        for t, (tenant_id, corpus_id) in enumerate(scopes):
+            embs, all_ents, all_w = [], [], []
+            first = next_id
+            left = synth.counts[t]
+            while left > 0:
+                size = min(left, 20_000)
+                topic, emb, ents, w = synth.chunk(t, size)
+                with conn.cursor() as cur:
+                    with cur.copy(_COPY_EXPERIENCES) as cp:
+                        cp.write(experience_rows_binary(next_id, tenant_id, corpus_id, topic, emb, ents, w, created))
+                    with cur.copy(_COPY_ENTITIES) as cp:
+                        cp.write(entity_rows_binary(next_id, tenant_id, corpus_id, ents, w))
+                conn.commit()
+                embs.append(emb)
+                all_ents.append(ents)
+                all_w.append(w)
+                next_id += size
+                left -= size
+                progress(f"  tenant {t + 1}/{synth.tenants}: {next_id - first}/{synth.counts[t]} experiences")
+            data.append(
+                {
+                    "ids": np.arange(first, next_id),
+                    "emb": np.concatenate(embs),
+                    "ents": np.concatenate(all_ents),
+                    "w": np.concatenate(all_w),
+                }
+            )
+        with conn.cursor() as cur:
+            cur.execute("SELECT setval(pg_get_serial_sequence('experiences', 'id'), (SELECT max(id) FROM experiences))")
+            cur.execute("SET session_replication_role = DEFAULT")
+        conn.commit()
+        report["load_s"] = round(time.perf_counter() - t0, 1)
+        progress(f"loaded in {report['load_s']} s; building {len(index_defs)} indexes (HNSW last)")
+        t1 = time.perf_counter()
+        with conn.cursor() as cur:
+            cur.execute("SET maintenance_work_mem = '3GB'")
+            cur.execute("SET max_parallel_maintenance_workers = 2")
+            for defn in sorted(index_defs, key=lambda d: "hnsw" in d):
+                t2 = time.perf_counter()
+                cur.execute(defn)
+                conn.commit()
+                progress(f"  {defn.split(' ON ')[0].replace('CREATE INDEX ', '')}: {time.perf_counter() - t2:.1f} s")
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("VACUUM ANALYZE experiences")
+            cur.execute("VACUUM ANALYZE experience_entities")
+        conn.autocommit = False
+        report["index_build_s"] = round(time.perf_counter() - t1, 1)
+    finally:
+        raw.close()
+    with db.owner_session() as s:
+        report["entity_rows"] = int(s.execute(text("SELECT count(*) FROM experience_entities")).scalar_one())
+    return scopes, data
+
+
+def _bench_store(db: Any, settings: Settings, **gates: Any) -> Any:
+    from livingrag.experience.store import ExperienceStore
+
+    s = settings.model_copy(
+        update={
+            "experience": settings.experience.model_copy(update={"scaffold_lambda": 0.0}),
+            "gates": settings.gates.model_copy(update=gates),
+        }
+    )
+    return ExperienceStore(db, s, encoder=_NoEncoder())
+
+
+class _ServerCPU:
+    """CPU time of the local PostgreSQL server's processes (all children of the postmaster), read
+    from the OS: with the client's own CPU time it measures a match's work independently of how
+    busy a shared machine is. Unavailable for a remote server."""
+
+    def __init__(self, db: Any) -> None:
+        import psutil
+        from sqlalchemy import text
+
+        self.root = None
+        try:
+            with db.owner_engine.connect() as c:
+                pid = int(c.execute(text("SELECT pg_backend_pid()")).scalar_one())
+            proc = psutil.Process(pid).parent()
+            if proc is not None and proc.name().startswith("postgres"):
+                self.root = proc
+        except Exception:  # a remote server, or no permission to read its processes
+            self.root = None
+
+    @property
+    def available(self) -> bool:
+        return self.root is not None
+
+    def ms(self) -> float:
+        if self.root is None:
+            return 0.0
+        import psutil
+
+        total = 0.0
+        for p in self.root.children():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total * 1000.0
+
+
+class _NoEncoder:
+    """The benchmark never embeds text (lambda = 0, verifier off); being asked to is a bug."""
+
+    def encode(self, texts: Any) -> np.ndarray:
+        raise RuntimeError("the store benchmark does not embed text")
+
+
+def _measure_match(
+    db: Any,
+    settings: Settings,
+    synth: Synth,
+    scopes: list[tuple[int, int]],
+    data: list[dict[str, Any]],
+    cfg: BenchConfig,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    with _one_blas_thread():
+        return _match_loop(db, settings, synth, scopes, data, cfg, progress)
+
+
+def _one_blas_thread() -> Any:
+    """Limit BLAS to one thread while measuring: idle OpenBLAS threads spin, and on a small shared
+    machine they would steal CPU from the database being measured."""
+    import contextlib
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional (it comes with scikit-learn)
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
+
+
+def _match_loop(
+    db: Any,
+    settings: Settings,
+    synth: Synth,
+    scopes: list[tuple[int, int]],
+    data: list[dict[str, Any]],
+    cfg: BenchConfig,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    from scipy import sparse
+
+    from livingrag.types import QueryEncoding
+
+    store = _bench_store(db, settings)
+    k, alpha = settings.experience.top_k, settings.experience.alpha
+    # exact full scan structures: unit-normalised activation maps as one CSR matrix per tenant
+    mats = []
+    for d in data:
+        n, width = d["ents"].shape
+        w = d["w"] / np.linalg.norm(d["w"], axis=1, keepdims=True)
+        rows = np.repeat(np.arange(n), width)
+        mats.append(
+            sparse.csr_matrix((w.reshape(-1), (rows, d["ents"].reshape(-1))), shape=(n, int(d["ents"].max()) + 1))
+        )
+    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + 50) % synth.tenants)]
+    total, pre, res, agree, cands, cpu = [], [], [], [], [], []
+    server = _ServerCPU(db)
+    progress(f"matching {cfg.queries} queries (after 50 warm-up queries)")
+    for n, (t, emb, base) in enumerate(queries):
+        tenant_id, corpus_id = scopes[t]
+        enc = QueryEncoding(question="q", embedding=emb, mentions=(), seeds=(), base_activation=base)
+        s0, c0 = server.ms(), time.process_time()
+        t0 = time.perf_counter()
+        m = store.match(tenant_id, corpus_id, enc)
+        wall = (time.perf_counter() - t0) * 1000
+        if n < 50:
+            continue
+        if server.available:
+            cpu.append((time.process_time() - c0) * 1000 + server.ms() - s0)
+        total.append(wall)
+        pre.append(m.timings["preselect_ms"])
+        res.append(m.timings["rescore_ms"])
+        cands.append(m.candidates)
+        # the paper's exact scan over the tenant's whole store
+        d, mat = data[t], mats[t]
+        e = (d["emb"] @ emb.astype(np.float32)).astype(np.float64)
+        bvec = np.zeros(mat.shape[1])
+        bn = math.sqrt(sum(v * v for v in base.values()))
+        for ent, v in base.items():
+            if ent < mat.shape[1]:
+                bvec[ent] = v / bn
+        s = alpha * e + (1 - alpha) * (mat @ bvec)
+        kth = np.partition(-s, k - 1)[k - 1] * -1
+        id_to_row = {int(d["ids"][r]): int(r) for r in np.argsort(-s)[: 4 * k]}
+        got = [x.id for x in m.top]
+        hits = sum(1 for x in got if x in id_to_row and s[id_to_row[x]] >= kth - 1e-5)
+        agree.append(hits / k)
+        if len(total) % 250 == 0:
+            progress(f"  {len(total)} queries: p50 {np.percentile(total, 50):.2f} ms, agreement {np.mean(agree):.4f}")
+    return {
+        "queries": len(total),
+        "k": k,
+        "candidates_m": settings.experience.candidates_m,
+        "candidates_mean": round(float(np.mean(cands)), 1),
+        "match_ms_p50": _pct(total, 50),
+        "match_ms_p95": _pct(total, 95),
+        "match_cpu_ms_p50": _pct(cpu, 50) if cpu else None,
+        "match_cpu_ms_p95": _pct(cpu, 95) if cpu else None,
+        "preselect_ms_p50": _pct(pre, 50),
+        "preselect_ms_p95": _pct(pre, 95),
+        "rescore_ms_p50": _pct(res, 50),
+        "rescore_ms_p95": _pct(res, 95),
+        "topk_agreement": round(float(np.mean(agree)), 4),
+    }
+
+
+def _measure_writes(
+    db: Any,
+    settings: Settings,
+    synth: Synth,
+    scopes: list[tuple[int, int]],
+    cfg: BenchConfig,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    from livingrag.experience.types import ExperienceCandidate, UsedPassage
+
+    store = _bench_store(db, settings, verifier="none")
+    rng = np.random.default_rng(cfg.seed + 1)
+    next_entity = [10_000_000]
+    lock = threading.Lock()
+
+    def fresh_candidate(t: int, emb: np.ndarray, ents: dict[int, float], i: int) -> ExperienceCandidate:
+        tenant_id, corpus_id = scopes[t]
+        return ExperienceCandidate(
+            tenant_id=tenant_id,
+            corpus_id=corpus_id,
+            query=f"bench write {i}?",
+            query_embedding=emb,
+            base_activation=dict(list(ents.items())[:2]),
+            final_activation=ents,
+            explanation="Entity one leads to entity two. Entity two answers it.",
+            answer=f"answer {i}",
+            passages=(UsedPassage(1, "Entity one leads to entity two."),),
+            corpus_version=0,
+        )
+
+    def novel(t: int, i: int) -> ExperienceCandidate:
+        with lock:
+            emb = rng.normal(size=DIM)
+            first = next_entity[0]
+            next_entity[0] += MAP_SIZE
+        ents = {first + j: round(float(w), 6) for j, w in enumerate(synth.rank_w)}
+        return fresh_candidate(t, emb, ents, i)
+
+    per_writer = max(1, cfg.writes // cfg.writers)
+    latencies: list[float] = []
+    decisions: list[str] = []
+    stages: dict[str, list[float]] = {}
+    progress(f"write-back: {cfg.writers} writers x {per_writer} novel candidates")
+
+    def writer(w: int) -> None:
+        for j in range(per_writer):
+            c = novel((w + j) % synth.tenants, w * per_writer + j)
+            t0 = time.perf_counter()
+            r = store.write_back(c)
+            with lock:
+                latencies.append((time.perf_counter() - t0) * 1000)
+                decisions.append(r.decision)
+                for key, v in r.timings.items():
+                    stages.setdefault(key, []).append(v)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(cfg.writers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    stored = decisions.count("stored")
+
+    bursts = []
+    progress(f"race: {cfg.race_bursts} bursts of {cfg.writers} near-duplicates raced by {cfg.writers} writers")
+    for b in range(cfg.race_bursts):
+        center = rng.normal(size=DIM)
+        center /= np.linalg.norm(center)
+        with lock:
+            first = next_entity[0]
+            next_entity[0] += MAP_SIZE
+        ents = {first + j: round(float(w), 6) for j, w in enumerate(synth.rank_w)}
+        cands = [
+            fresh_candidate(b % synth.tenants, center + 0.01 * rng.normal(size=DIM) / math.sqrt(DIM), ents, 10**6 + i)
+            for i in range(cfg.writers)
+        ]
+        barrier = threading.Barrier(cfg.writers)
+        out: list[Any] = []
+
+        def race(c: ExperienceCandidate, out: list[Any] = out, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            r = store.write_back(c)
+            with lock:
+                out.append(r)
+
+        threads = [threading.Thread(target=race, args=(c,)) for c in cands]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        bursts.append(
+            {
+                "stored": sum(r.decision == "stored" for r in out),
+                "rejected_at_recheck": sum(r.decision == "rejected_novelty" and "recheck_ms" in r.timings for r in out),
+            }
+        )
+    return {
+        "writers": cfg.writers,
+        "writes": len(decisions),
+        "writes_stored": stored,
+        "writes_per_s": round(stored / wall, 1) if wall > 0 else float("nan"),
+        "write_ms_p50": _pct(latencies, 50),
+        "write_ms_p95": _pct(latencies, 95),
+        "write_stage_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
+        "race_stored": max(b["stored"] for b in bursts) if bursts else None,
+        "race_bursts": bursts,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human-readable form printed without ``--json``."""
+    lines = [
+        f"experiences          {report['experiences']:,} ({report['tenants']} tenants, "
+        f"{report.get('entity_rows', 0):,} entity rows)",
+        f"load / index build   {report.get('load_s')} s / {report.get('index_build_s')} s",
+        f"match latency        p50 {report['match_ms_p50']} ms, p95 {report['match_ms_p95']} ms "
+        f"({report['queries']} queries, {report['candidates_mean']} candidates of M={report['candidates_m']})",
+        f"  CPU (client+server) p50 {report.get('match_cpu_ms_p50')} ms, p95 {report.get('match_cpu_ms_p95')} ms",
+        f"  SQL preselection   p50 {report['preselect_ms_p50']} ms, p95 {report['preselect_ms_p95']} ms",
+        f"  numpy rescoring    p50 {report['rescore_ms_p50']} ms, p95 {report['rescore_ms_p95']} ms",
+        f"top-{report['k']} agreement      {report['topk_agreement']} (vs an exact full scan)",
+        f"write-back           {report['writes_per_s']} stored/s with {report['writers']} writers "
+        f"(p50 {report['write_ms_p50']} ms, p95 {report['write_ms_p95']} ms; verifier off)",
+        f"race                 {report['race_stored']} stored of {report['writers']} near-duplicates "
+        f"(bursts: {json.dumps(report['race_bursts'])})",
+    ]
+    return "\n".join(lines)

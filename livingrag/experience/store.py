@@ -1,0 +1,590 @@
+"""The experience store service: matching, fusion and scaffolds before retrieval (eq. 7-13), and
+gated, transactional write-back after answering (eq. 5-6, 15-19).
+
+The pipeline calls, per query::
+
+    m = store.match(tenant_id, corpus_id, encoding, activation_threshold=delta)   # before retrieval
+    ... retrieval starts from m.start_activation; the prompt gets m.scaffold_summary ...
+    store.record_use(tenant_id, fused_ids=m.fused_ids, scaffold_id=m.scaffold_id)  # after answering
+    store.write_back(ExperienceCandidate.from_retrieval(...))                        # background worker
+
+SQL preselects at most ``candidates_m`` experiences (see
+:mod:`livingrag.db.repositories.experiences`); numpy rescoring over them is exact.
+Write-back checks novelty first and runs the verifier only for novel candidates; the insert
+re-checks novelty under a per-corpus advisory lock, so concurrent writers never store two
+experiences the gate would call duplicates, and the experience, its entity rows and its decision
+row commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from livingrag.config import Settings
+from livingrag.db.engine import Database
+from livingrag.db.repositories import experiences as repo
+from livingrag.errors import InvalidInput, NotFound
+from livingrag.experience import lifecycle  # noqa: F401  (registers the stale-marking passage hook)
+from livingrag.experience.fusion import fuse, fusion_weights, newly_active
+from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
+from livingrag.experience.keysent import compose_summary, keysent, top_entities
+from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_packed, top_k
+from livingrag.experience.novelty import is_novel, novelty_score
+from livingrag.experience.scaffold import scaffold_scores, select_scaffold
+from livingrag.experience.sparsify import sparsify, validate_activation
+from livingrag.experience.template import mask
+from livingrag.experience.types import (
+    ClaimVerdict,
+    ExperienceCandidate,
+    MatchedExperience,
+    MatchResult,
+    ScaffoldChoice,
+    UsedPassage,
+    WriteBackResult,
+)
+from livingrag.experience.verifiers import ResolvedVerifier, TextEncoder, Verifier, build_verifier
+from livingrag.generation.llm import LLM
+from livingrag.types import QueryEncoding
+
+log = logging.getLogger(__name__)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def validate_embedding(value: Any, what: str = "query embedding") -> np.ndarray:
+    """A finite, non-zero 1-D vector, returned unit-normalised as float32."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} is not a vector of numbers") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise InvalidInput(f"{what} must be a non-empty 1-D vector, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInput(f"{what} contains NaN or infinite values")
+    norm = float(np.linalg.norm(arr))
+    if norm == 0.0:
+        raise InvalidInput(f"{what} is the zero vector")
+    return (arr / norm).astype(np.float32)
+
+
+def _positive_id(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) <= 0:
+        raise InvalidInput(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class ExperienceStore:
+    """Match, fuse, select scaffolds and write back experiences of one database."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        encoder: TextEncoder | None = None,
+        verifier: Verifier | ResolvedVerifier | None = None,
+        llm: LLM | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """``encoder`` embeds question templates and evidence (default: the configured embedding
+        model, loaded on first need). ``verifier`` overrides ``gates.verifier``; ``llm`` is what
+        the ``llm`` verifier asks. ``clock`` gives the current time (tests)."""
+        self.db = db
+        self.settings = settings
+        self.exp = settings.experience
+        self.gates = settings.gates
+        self._encoder = encoder
+        self._llm = llm
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._lock = threading.Lock()
+        self._resolved: ResolvedVerifier | None
+        if isinstance(verifier, ResolvedVerifier):
+            self._resolved = verifier
+        elif verifier is not None:
+            self._resolved = ResolvedVerifier(verifier, verifier.name, "given")
+        else:
+            self._resolved = None
+        self._templates: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._dims: dict[tuple[int, int], int] = {}
+
+    # ---------------------------------------------------------------- shared pieces
+
+    @property
+    def encoder(self) -> TextEncoder:
+        """The text encoder (the configured embedding model unless one was given)."""
+        if self._encoder is None:
+            with self._lock:
+                if self._encoder is None:
+                    from livingrag.models.embedder import get_embedder
+
+                    m = self.settings.models
+                    self._encoder = get_embedder(m.embedding_model, m.device, m.embedding_batch_size)
+        return self._encoder
+
+    @property
+    def verifier(self) -> ResolvedVerifier:
+        """The grounding verifier, resolved from ``gates.verifier`` on first use (``auto`` falls
+        back to ``offline`` when no NLI model loads, and says so)."""
+        if self._resolved is None:
+            with self._lock:
+                if self._resolved is None:
+                    self._resolved = build_verifier(
+                        self.gates.verifier,
+                        encoder=lambda: self.encoder,
+                        evidence_k=self.gates.evidence_sentences,
+                        nli_model=self.gates.nli_model,
+                        device=self.settings.models.device,
+                        llm=self._llm,
+                    )
+        return self._resolved
+
+    def _seeds(self, base: Mapping[int, float]) -> dict[int, float]:
+        return dict(
+            sorted(((e, w) for e, w in base.items() if w > 0), key=lambda kv: (-kv[1], kv[0]))[
+                : self.exp.seed_entities_for_lookup
+            ]
+        )
+
+    def _check_dim(self, session: Session, tenant_id: int, corpus_id: int, dim: int) -> None:
+        key = (tenant_id, corpus_id)
+        if key not in self._dims:
+            self._dims[key] = repo.corpus_dimension_and_version(session, corpus_id)[0]
+        if self._dims[key] != dim:
+            raise InvalidInput(
+                f"query embedding has dimension {dim} but corpus {corpus_id} uses {self._dims[key]}-dimensional "
+                "embeddings"
+            )
+
+    def _preselect(
+        self, session: Session, tenant_id: int, corpus_id: int, emb: np.ndarray, base: Mapping[int, float]
+    ) -> list[repo.CandidateRow]:
+        return repo.preselect(
+            session,
+            tenant_id=tenant_id,
+            corpus_id=corpus_id,
+            embedding=emb,
+            seeds=self._seeds(base),
+            m=self.exp.candidates_m,
+            now=self._clock(),
+            rows_per_entity=self.exp.rows_per_entity,
+            ef_search=self.exp.hnsw_ef_search,
+            alpha=self.exp.alpha,
+        )
+
+    # ---------------------------------------------------------------- matching (eq. 7-13)
+
+    def match(
+        self,
+        tenant_id: int,
+        corpus_id: int,
+        encoding: QueryEncoding,
+        *,
+        activation_threshold: float | None = None,
+    ) -> MatchResult:
+        """Top-K experiences (eq. 7), the fused start activation a0 (eq. 8-10) and the scaffold
+        (eq. 12-13) for one query. ``activation_threshold`` (the retriever's delta) decides which
+        entities count as newly activated by fusion (default: any positive weight)."""
+        t0 = time.perf_counter()
+        tenant_id = _positive_id(tenant_id, "tenant_id")
+        corpus_id = _positive_id(corpus_id, "corpus_id")
+        emb = validate_embedding(encoding.embedding)
+        base = validate_activation(encoding.base_activation, "base activation")
+        with self.db.tenant_session(tenant_id) as s:
+            self._check_dim(s, tenant_id, corpus_id, int(emb.shape[0]))
+            rows = self._preselect(s, tenant_id, corpus_id, emb, base)
+        timings = {"preselect_ms": _ms(t0)}
+        if not rows:
+            timings["rescore_ms"] = 0.0
+            timings["total_ms"] = _ms(t0)
+            return MatchResult(start_activation=dict(base), candidates=0, timings=timings)
+
+        t1 = time.perf_counter()
+        ids = [r.id for r in rows]
+        sc = retrieval_scores_packed(
+            emb,
+            np.stack([r.embedding for r in rows]),
+            base,
+            [r.entity_ids for r in rows],
+            [r.weights for r in rows],
+            self.exp.alpha,
+        )
+        scores = sc.combined
+        if self.exp.decay_half_life_days is not None:
+            now = self._clock()
+            ages = np.array([(now - r.created_at).total_seconds() / 86400.0 for r in rows])
+            scores = apply_decay(scores, decay_factors(ages, self.exp.decay_half_life_days))
+        order = top_k(ids, scores, self.exp.top_k)
+        conf = np.array([rows[i].confidence for i in order])
+        fusion_applied = bool(base) and max(base.values()) > 0.0 and self.exp.beta > 0.0 and len(order) > 0
+        weights = fusion_weights(scores[order], conf, self.exp.tau_s) if fusion_applied else np.zeros(len(order))
+        if fusion_applied:
+            a0 = fuse(base, [rows[i].activation for i in order], weights, self.exp.beta, self.exp.top_h)
+        else:
+            a0 = dict(base)
+        added = newly_active(base, a0, activation_threshold or 0.0) if fusion_applied else ()
+        top = tuple(
+            MatchedExperience(
+                id=rows[i].id,
+                query=rows[i].query,
+                score=float(scores[i]),
+                embedding_similarity=float(sc.embedding[i]),
+                activation_similarity=float(sc.activation[i]),
+                confidence=rows[i].confidence,
+                weight=float(w),
+                created_at=rows[i].created_at,
+            )
+            for i, w in zip(order, weights, strict=True)
+        )
+        timings["rescore_ms"] = _ms(t1)
+
+        t2 = time.perf_counter()
+        lam = self.exp.scaffold_lambda
+        tsims = self._template_similarities(encoding, rows) if lam > 0 else np.zeros(len(rows))
+        s_scaf = scaffold_scores(scores, tsims, lam)
+        pick = select_scaffold(s_scaf, self.exp.scaffold_floor)
+        scaffold = None
+        if pick is not None:
+            scaffold = ScaffoldChoice(
+                experience_id=rows[pick].id,
+                score=float(s_scaf[pick]),
+                retrieval_score=float(scores[pick]),
+                template_similarity=float(tsims[pick]),
+                summary=rows[pick].summary,
+            )
+        timings["scaffold_ms"] = _ms(t2)
+        timings["total_ms"] = _ms(t0)
+        return MatchResult(
+            start_activation=a0,
+            top=top,
+            scaffold=scaffold,
+            fusion_applied=fusion_applied,
+            added_entities=tuple(added),
+            candidates=len(rows),
+            timings=timings,
+        )
+
+    def _template_similarities(self, encoding: QueryEncoding, rows: Sequence[repo.CandidateRow]) -> np.ndarray:
+        """``cos(Emb(T(q)), Emb(T(q_k)))`` of eq. 12; template embeddings of stored experiences
+        are cached in memory (LRU), never stored."""
+        query_template = mask(encoding.question, encoding.mentions)
+        missing = [r for r in rows if r.id not in self._templates]
+        texts = [query_template] + [r.query_template or mask(r.query, None) for r in missing]
+        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = vecs / np.where(norms > 0, norms, 1.0)
+        cap = self.exp.template_cache_size
+        with self._lock:
+            for r, v in zip(missing, vecs[1:], strict=True):
+                self._templates[r.id] = v
+            out = np.array([float(self._templates[r.id] @ vecs[0]) if r.id in self._templates else 0.0 for r in rows])
+            for r in rows:
+                if r.id in self._templates:
+                    self._templates.move_to_end(r.id)
+            while len(self._templates) > cap:
+                self._templates.popitem(last=False)
+        if cap == 0:  # nothing cached: use the fresh vectors directly
+            fresh = dict(zip([r.id for r in missing], vecs[1:], strict=True))
+            out = np.array([float(fresh[r.id] @ vecs[0]) for r in rows])
+        return out
+
+    def record_use(self, tenant_id: int, *, fused_ids: Sequence[int] = (), scaffold_id: int | None = None) -> int:
+        """Count the fusion uses (``match.fused_ids``) and the scaffold use (``match.scaffold_id``)
+        of one answered query and set ``last_used_at``; returns the experiences updated."""
+        tenant_id = _positive_id(tenant_id, "tenant_id")
+        if not fused_ids and scaffold_id is None:
+            return 0
+        with self.db.tenant_session(tenant_id) as s:
+            return repo.record_use(s, fused_ids=fused_ids, scaffold_id=scaffold_id, now=self._clock())
+
+    # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
+
+    def write_back(self, candidate: ExperienceCandidate) -> WriteBackResult:
+        """Gate and store one candidate; returns (and logs in ``writeback_log``) the decision.
+
+        Malformed input raises :class:`InvalidInput` (and :class:`NotFound` for a corpus the
+        tenant does not have) and writes nothing. Any other failure is recorded as an ``error``
+        decision and returned, never raised, so a background worker keeps going.
+        """
+        t0 = time.perf_counter()
+        c = self._validate(candidate)
+        resolved = self.verifier
+        vrec = resolved.record()
+        timings: dict[str, float] = {"validate_ms": _ms(t0)}
+        ns: float | None = None
+        gs: float | None = None
+        verdicts: tuple[ClaimVerdict, ...] = ()
+        details: dict[str, Any] = dict(vrec)
+        try:
+            t1 = time.perf_counter()
+            with self.db.tenant_session(c.tenant_id) as s:
+                dim, version = repo.corpus_dimension_and_version(s, c.corpus_id)
+                if dim != c.emb.shape[0]:
+                    raise InvalidInput(
+                        f"query embedding has dimension {c.emb.shape[0]} but corpus {c.corpus_id} uses"
+                        f" {dim}-dimensional embeddings"
+                    )
+                ns, nearest = self._novelty(s, c)
+            timings["novelty_ms"] = _ms(t1)
+            details |= {"nearest_experience_id": nearest}
+            if not is_novel(ns, self.gates.tau_novel):
+                details["stage"] = "precheck"
+                return self._decide(c, "rejected_novelty", ns, None, resolved, details, timings, t0)
+
+            t2 = time.perf_counter()
+            if resolved.verifier is None:
+                gs = 1.0  # gates.verifier=none: the grounding gate is off (ablation)
+            else:
+                claims = extract_claims(c.explanation, c.answer, c.query, self.gates.max_claims)
+                verdicts = tuple(resolved.verifier.verify(claims, c.passages))
+                gs = grounding_score([v.score for v in verdicts], self.gates.tau_nli)
+            timings["grounding_ms"] = _ms(t2)
+            details["claims"] = [
+                {"claim": v.claim, "source": v.source, "g": round(v.score, 4), "passage_id": v.passage_id}
+                for v in verdicts
+            ]
+            if not passes_grounding(gs, self.gates.tau_gs):
+                return self._decide(c, "rejected_grounding", ns, gs, resolved, details, timings, t0, verdicts)
+
+            return self._insert(c, ns, gs, resolved, details, timings, t0, verdicts, version)
+        except (InvalidInput, NotFound):
+            raise
+        except Exception as exc:
+            log.warning("write-back of %r failed: %s", c.query[:80], exc, exc_info=True)
+            details["error_type"] = type(exc).__name__
+            reason = f"{type(exc).__name__}: {exc}"[:2000]
+            return self._decide(c, "error", ns, gs, resolved, details, timings, t0, verdicts, reason=reason)
+
+    def _novelty(self, session: Session, c: _Checked) -> tuple[float, int | None]:
+        """NS of eq. 18 against the active experiences (base activation, no decay)."""
+        rows = self._preselect(session, c.tenant_id, c.corpus_id, c.emb, c.base)
+        if not rows:
+            return 1.0, None
+        eta = retrieval_scores_packed(
+            c.emb,
+            np.stack([r.embedding for r in rows]),
+            c.base,
+            [r.entity_ids for r in rows],
+            [r.weights for r in rows],
+            self.exp.alpha,
+        ).combined
+        best = int(np.argmax(eta))
+        return novelty_score(eta), rows[best].id
+
+    def _insert(
+        self,
+        c: _Checked,
+        ns: float,
+        gs: float,
+        resolved: ResolvedVerifier,
+        details: dict[str, Any],
+        timings: dict[str, float],
+        t0: float,
+        verdicts: tuple[ClaimVerdict, ...],
+        version: int,
+    ) -> WriteBackResult:
+        t3 = time.perf_counter()
+        stored_map = sparsify(c.final, self.exp.epsilon, self.exp.max_map_entities)
+        now = self._clock()
+        with self.db.tenant_session(c.tenant_id) as s:
+            anchors_ids = top_entities(c.final, self.exp.keysent_top_entities)
+            names = dict(c.entity_names)
+            lookup = [e for e in anchors_ids if e not in names]
+            if lookup:
+                names |= repo.entity_surface_forms(s, c.corpus_id, lookup)
+            anchors = {e: tuple(names.get(e, ())) for e in anchors_ids}
+            summary = compose_summary(
+                c.query, keysent(c.explanation, anchors, c.final, self.exp.keysent_count), c.answer
+            )
+            new = repo.NewExperience(
+                tenant_id=c.tenant_id,
+                corpus_id=c.corpus_id,
+                query=c.query,
+                query_template=mask(c.query, c.mentions),
+                embedding=c.emb,
+                activation=stored_map,
+                summary=summary,
+                answer=c.answer,
+                confidence=float(gs),
+                grounding={
+                    "gs": gs,
+                    "tau_nli": self.gates.tau_nli,
+                    "claims": details.get("claims", []),
+                    **resolved.record(),
+                },
+                source_passage_ids=[p.id for p in c.passages],
+                corpus_version=c.corpus_version if c.corpus_version is not None else version,
+                created_at=now,
+                expires_at=(now + self.exp.ttl) if self.exp.ttl is not None else None,
+            )
+            timings["build_ms"] = _ms(t3)
+            t4 = time.perf_counter()
+            repo.lock_scope(s, c.corpus_id)
+            timings["lock_wait_ms"] = _ms(t4)
+            t5 = time.perf_counter()
+            ns2, nearest2 = self._novelty(s, c)
+            timings["recheck_ms"] = _ms(t5)
+            if not is_novel(ns2, self.gates.tau_novel):
+                details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
+                timings["total_ms"] = _ms(t0)
+                log_id = self._log(s, c, "rejected_novelty", ns2, gs, resolved, details, timings, None, None)
+                return WriteBackResult(
+                    "rejected_novelty", ns2, gs, resolved.name, None, log_id, None, verdicts, timings
+                )
+            t6 = time.perf_counter()
+            exp_id = repo.insert_experience(s, new)
+            details |= {"stage": "stored", "map_size": len(stored_map), "novelty_recheck": ns2}
+            timings["insert_ms"] = _ms(t6)
+            timings["total_ms"] = _ms(t0)
+            log_id = self._log(s, c, "stored", ns2, gs, resolved, details, timings, exp_id, None)
+        return WriteBackResult("stored", ns2, gs, resolved.name, exp_id, log_id, None, verdicts, timings)
+
+    def _decide(
+        self,
+        c: _Checked,
+        decision: str,
+        ns: float | None,
+        gs: float | None,
+        resolved: ResolvedVerifier,
+        details: dict[str, Any],
+        timings: dict[str, float],
+        t0: float,
+        verdicts: tuple[ClaimVerdict, ...] = (),
+        *,
+        reason: str | None = None,
+    ) -> WriteBackResult:
+        """Log a decision that stores nothing, in its own transaction."""
+        timings["total_ms"] = _ms(t0)
+        log_id = None
+        try:
+            with self.db.tenant_session(c.tenant_id) as s:
+                log_id = self._log(s, c, decision, ns, gs, resolved, details, timings, None, reason)
+        except Exception as exc:  # the database may be what failed; the result still says so
+            log.warning("could not log the %s decision for %r: %s", decision, c.query[:80], exc)
+        return WriteBackResult(decision, ns, gs, resolved.name, None, log_id, reason, verdicts, timings)  # type: ignore[arg-type]
+
+    def _log(
+        self,
+        s: Session,
+        c: _Checked,
+        decision: str,
+        ns: float | None,
+        gs: float | None,
+        resolved: ResolvedVerifier,
+        details: dict[str, Any],
+        timings: dict[str, float],
+        experience_id: int | None,
+        reason: str | None,
+    ) -> int:
+        log.info("write-back %s: NS=%s GS=%s verifier=%s query=%r", decision, ns, gs, resolved.name, c.query[:80])
+        return repo.insert_writeback_log(
+            s,
+            tenant_id=c.tenant_id,
+            corpus_id=c.corpus_id,
+            query=c.query,
+            decision=decision,
+            novelty=ns,
+            grounding=gs,
+            verifier=resolved.name,
+            reason=reason,
+            timings=timings,
+            details=details,
+            experience_id=experience_id,
+            query_log_id=c.query_log_id,
+        )
+
+    def log_dropped(self, candidate: ExperienceCandidate, reason: str) -> int | None:
+        """Record a candidate the write-back queue dropped (decision ``dropped``); returns the log
+        row id, or None when even that failed (it is logged)."""
+        try:
+            tenant_id = _positive_id(candidate.tenant_id, "tenant_id")
+            with self.db.tenant_session(tenant_id) as s:
+                return repo.insert_writeback_log(
+                    s,
+                    tenant_id=tenant_id,
+                    corpus_id=_positive_id(candidate.corpus_id, "corpus_id"),
+                    query=str(candidate.query or ""),
+                    decision="dropped",
+                    novelty=None,
+                    grounding=None,
+                    verifier=None,
+                    reason=reason,
+                    timings={},
+                    details={},
+                    query_log_id=candidate.query_log_id,
+                )
+        except Exception as exc:
+            log.warning("could not log a dropped write-back candidate: %s", exc)
+            return None
+
+    # ---------------------------------------------------------------- validation
+
+    def _validate(self, candidate: ExperienceCandidate) -> _Checked:
+        if not isinstance(candidate, ExperienceCandidate):
+            raise InvalidInput(f"write_back needs an ExperienceCandidate, got {type(candidate).__name__}")
+        query = " ".join(str(candidate.query or "").split())
+        answer = " ".join(str(candidate.answer or "").split())
+        if not query:
+            raise InvalidInput("candidate query is empty")
+        if not answer:
+            raise InvalidInput("candidate answer is empty")
+        if candidate.explanation is not None and not isinstance(candidate.explanation, str):
+            raise InvalidInput("candidate explanation must be text")
+        passages = []
+        for i, p in enumerate(candidate.passages or ()):
+            if not isinstance(p, UsedPassage):
+                raise InvalidInput(f"used passage #{i} must be a UsedPassage, got {type(p).__name__}")
+            passages.append(
+                UsedPassage(id=_positive_id(p.id, f"used passage #{i} id"), text=str(p.text or ""), title=p.title or "")
+            )
+        names: dict[int, tuple[str, ...]] = {}
+        for e, forms in (candidate.entity_names or {}).items():
+            names[int(e)] = (forms,) if isinstance(forms, str) else tuple(str(f) for f in forms)
+        version = candidate.corpus_version
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+            raise InvalidInput(f"corpus_version must be a non-negative integer, got {version!r}")
+        return _Checked(
+            tenant_id=_positive_id(candidate.tenant_id, "tenant_id"),
+            corpus_id=_positive_id(candidate.corpus_id, "corpus_id"),
+            query=query,
+            answer=answer,
+            explanation=candidate.explanation or "",
+            emb=validate_embedding(candidate.query_embedding),
+            base=validate_activation(candidate.base_activation, "base activation"),
+            final=validate_activation(candidate.final_activation, "final activation"),
+            passages=tuple(passages),
+            mentions=tuple(str(m) for m in candidate.mentions or ()),
+            entity_names=names,
+            corpus_version=version,
+            query_log_id=candidate.query_log_id,
+        )
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A validated candidate (see :meth:`ExperienceStore._validate`)."""
+
+    tenant_id: int
+    corpus_id: int
+    query: str
+    answer: str
+    explanation: str
+    emb: np.ndarray
+    base: dict[int, float]
+    final: dict[int, float]
+    passages: tuple[UsedPassage, ...]
+    mentions: tuple[str, ...]
+    entity_names: dict[int, tuple[str, ...]]
+    corpus_version: int | None
+    query_log_id: int | None

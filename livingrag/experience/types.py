@@ -1,0 +1,165 @@
+"""What the experience store takes and returns (the pipeline's interface to it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from livingrag.types import RetrievalResult
+
+Decision = Literal["stored", "rejected_novelty", "rejected_grounding", "error"]
+
+
+@dataclass(frozen=True)
+class UsedPassage:
+    """A passage given to the answer prompt: the evidence the grounding gate checks against."""
+
+    id: int
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class ExperienceCandidate:
+    """C_t of the paper: one answered query offered for write-back.
+
+    ``base_activation`` is a_base (before fusion; novelty uses it, eq. 17) and
+    ``final_activation`` a_final (after propagation; sparsified into the stored map, eq. 5, and
+    anchoring KeySent, eq. 6). ``corpus_version=None`` takes the corpus's current version at
+    write time. ``mentions`` are the question's entity mentions (masked in the stored template,
+    eq. 11). ``entity_names`` optionally gives surface forms of activated entities for KeySent;
+    missing ones are read from the corpus's entities table.
+    """
+
+    tenant_id: int
+    corpus_id: int
+    query: str
+    query_embedding: Any  # np.ndarray (dim,) or a sequence of floats
+    base_activation: Mapping[int, float]
+    final_activation: Mapping[int, float]
+    explanation: str
+    answer: str
+    passages: tuple[UsedPassage, ...]
+    corpus_version: int | None = None
+    mentions: tuple[str, ...] = ()
+    query_log_id: int | None = None
+    entity_names: Mapping[int, Sequence[str]] | None = None
+
+    @classmethod
+    def from_retrieval(
+        cls,
+        tenant_id: int,
+        corpus_id: int,
+        retrieval: RetrievalResult,
+        *,
+        explanation: str,
+        answer: str,
+        corpus_version: int | None = None,
+        query_log_id: int | None = None,
+    ) -> ExperienceCandidate:
+        """Build the candidate from a retrieval result (its encoding gives query, embedding, base
+        activation and mentions) and the generated explanation and answer."""
+        enc = retrieval.encoding
+        return cls(
+            tenant_id=tenant_id,
+            corpus_id=corpus_id,
+            query=enc.question,
+            query_embedding=enc.embedding,
+            base_activation=dict(enc.base_activation),
+            final_activation=dict(retrieval.final_activation),
+            explanation=explanation,
+            answer=answer,
+            passages=tuple(UsedPassage(id=p.id, text=p.text, title=p.title) for p in retrieval.passages),
+            corpus_version=corpus_version,
+            mentions=tuple(enc.mentions),
+            query_log_id=query_log_id,
+        )
+
+
+@dataclass(frozen=True)
+class MatchedExperience:
+    """One of the top-K experiences (eq. 7) and its fusion weight (eq. 10)."""
+
+    id: int
+    query: str
+    score: float  # s_k^ret, after decay when decay is on
+    embedding_similarity: float
+    activation_similarity: float
+    confidence: float
+    weight: float  # w_k = softmax(s/tau_s)_k * conf_k; 0 when fusion did not apply
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ScaffoldChoice:
+    """The selected reasoning scaffold (eq. 13) and the summary text that goes to the prompt."""
+
+    experience_id: int
+    score: float  # s^scaf (eq. 12)
+    retrieval_score: float
+    template_similarity: float
+    summary: str
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """What :meth:`ExperienceStore.match` returns before retrieval.
+
+    ``start_activation`` is a0 (eq. 8), or exactly the base activation when nothing was fused.
+    ``fused_ids`` are the experiences whose maps were fused (empty when fusion did not apply: no
+    experience, or no seed entity) and ``added_entities`` the entities that fusion made active
+    (at or above the threshold given to match) that were not active in the base.
+    """
+
+    start_activation: dict[int, float]
+    top: tuple[MatchedExperience, ...] = ()
+    scaffold: ScaffoldChoice | None = None
+    fusion_applied: bool = False
+    added_entities: tuple[int, ...] = ()
+    candidates: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fused_ids(self) -> tuple[int, ...]:
+        return tuple(m.id for m in self.top) if self.fusion_applied else ()
+
+    @property
+    def scaffold_id(self) -> int | None:
+        return self.scaffold.experience_id if self.scaffold else None
+
+    @property
+    def scaffold_summary(self) -> str | None:
+        return self.scaffold.summary if self.scaffold else None
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """One claim's support g_i (eq. 15) and the evidence that gave it."""
+
+    claim: str
+    source: str
+    score: float
+    passage_id: int | None = None
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteBackResult:
+    """The gate decision for one candidate, as logged in ``writeback_log``."""
+
+    decision: Decision
+    novelty: float | None
+    grounding: float | None
+    verifier: str | None
+    experience_id: int | None = None
+    log_id: int | None = None
+    reason: str | None = None
+    claims: tuple[ClaimVerdict, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def stored(self) -> bool:
+        return self.decision == "stored"

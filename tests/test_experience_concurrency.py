@@ -1,0 +1,179 @@
+"""Concurrent write-back on real parallel connections: near-duplicates raced by 8 writers store one
+experience, and a writer killed with -9 in the middle of its transaction leaves no partial rows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+
+from livingrag.db.engine import Database
+from livingrag.experience.grounding import Claim
+from livingrag.experience.types import ClaimVerdict, UsedPassage
+from tests.experience_helpers import candidate, make_corpus, make_store, unit
+
+pytestmark = pytest.mark.db
+
+DIM = 8
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class BarrierVerifier:
+    """Supports every claim, but only once all writers have reached it: every writer has passed the
+    novelty pre-check before any of them can insert, so the race is certain."""
+
+    name = "barrier"
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=60)
+
+    def verify(self, claims: Sequence[Claim], passages: Sequence[UsedPassage]) -> list[ClaimVerdict]:
+        self.barrier.wait()
+        return [ClaimVerdict(claim=c.text, source=c.source, score=1.0) for c in claims]
+
+
+def test_eight_writers_racing_near_duplicates_store_one(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    writers = 8
+    store = make_store(db, BarrierVerifier(writers))
+    rng = np.random.default_rng(1)
+    base = unit(DIM, (0, 1.0), (1, 0.5))
+    results = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def write(i: int) -> None:
+        try:
+            emb = base + 0.01 * rng.normal(size=DIM)
+            r = store.write_back(candidate(tenant, corpus, emb, {1: 1.0, 2: 0.5}, query=f"near duplicate {i}?"))
+            with lock:
+                results.append(r)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    decisions = sorted(r.decision for r in results)
+    assert decisions == ["rejected_novelty"] * (writers - 1) + ["stored"]
+    with db.tenant_session(tenant) as s:
+        assert s.execute(text("SELECT count(*) FROM experiences")).scalar() == 1
+        stages = s.execute(text("SELECT details->>'stage', count(*) FROM writeback_log GROUP BY 1 ORDER BY 1")).all()
+    assert dict(stages) == {"recheck": writers - 1, "stored": 1}  # all passed the pre-check; the lock decided
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from tests.conftest import db_settings_for
+    from tests.experience_helpers import candidate, make_store, unit
+    from livingrag.db.engine import Database
+
+    url, tenant, corpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    db = Database(db_settings_for(url))
+    store = make_store(db, gates={"verifier": "none"})
+    print("writing", flush=True)
+    store.write_back(candidate(tenant, corpus, unit(8, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}))
+    print("finished", flush=True)
+    """
+)
+PAUSE_KEY = 7_340_001
+
+
+def test_writer_killed_mid_transaction_leaves_no_partial_rows(database_url: str, db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    owner = create_engine(db.owner_url, isolation_level="AUTOCOMMIT")
+    fn = f"lrg_test_pause_{tenant}"
+    with owner.connect() as c:
+        # Pause the writer inside its transaction, after the experience and its entity rows are
+        # inserted and while its decision row is being inserted: the trigger waits on a lock we hold.
+        c.execute(
+            text(
+                f"CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                f" PERFORM pg_advisory_xact_lock({PAUSE_KEY}); RETURN NEW; END $$"
+            )
+        )
+        c.execute(
+            text(
+                f"CREATE TRIGGER {fn} BEFORE INSERT ON writeback_log FOR EACH ROW"
+                f" WHEN (NEW.tenant_id = {tenant}) EXECUTE FUNCTION {fn}()"
+            )
+        )
+    holder = owner.connect()
+    proc = None
+    try:
+        holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": PAUSE_KEY})
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, database_url, str(tenant), str(corpus)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        backend = None
+        deadline = time.monotonic() + 120
+        while backend is None and time.monotonic() < deadline:
+            with owner.connect() as c:
+                backend = c.execute(
+                    text("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = :k AND NOT granted"),
+                    {"k": PAUSE_KEY},
+                ).scalar()
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert backend is not None, f"the writer never reached the pause: {proc.communicate(timeout=5)}"
+        with owner.connect() as c:  # inside its open transaction it has written its rows ...
+            state = c.execute(
+                text("SELECT state, xact_start IS NOT NULL FROM pg_stat_activity WHERE pid = :p"), {"p": backend}
+            ).one()
+            written = set(
+                c.execute(
+                    text("SELECT relation::regclass::text FROM pg_locks WHERE pid = :p AND mode = 'RowExclusiveLock'"),
+                    {"p": backend},
+                ).scalars()
+            )
+        assert state == ("active", True)
+        assert {"experiences", "experience_entities", "writeback_log"} <= written
+        os.kill(proc.pid, signal.SIGKILL)  # ... and now dies before it can commit
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        holder.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PAUSE_KEY})
+        holder.close()
+        with owner.connect() as c:
+            c.execute(text(f"DROP TRIGGER IF EXISTS {fn} ON writeback_log"))
+            c.execute(text(f"DROP FUNCTION IF EXISTS {fn}()"))
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+    # the server notices the dead client and rolls its transaction back
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with owner.connect() as c:
+            if c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": backend}).scalar() == 0:
+                break
+        time.sleep(0.1)
+    with owner.connect() as c:
+        for table in ("experiences", "experience_entities", "writeback_log"):
+            n = c.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": tenant}).scalar()
+            assert n == 0, f"{n} partial rows left in {table}"
+    owner.dispose()
+    # the per-corpus lock died with the transaction: the next writer goes straight through
+    store = make_store(db, gates={"verifier": "none"})
+    r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert r.stored and r.timings["lock_wait_ms"] < 5000

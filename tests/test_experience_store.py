@@ -1,0 +1,433 @@
+"""The experience store against a real PostgreSQL: matching (eq. 7-13), gated write-back
+(eq. 5-6, 15-19), tenant isolation and bad input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from livingrag.db.engine import Database
+from livingrag.errors import InvalidInput, NotFound
+from livingrag.experience.store import ExperienceStore
+from livingrag.experience.template import ENT
+from livingrag.experience.types import UsedPassage
+from livingrag.types import QueryEncoding
+from tests.experience_helpers import CountingVerifier, candidate, make_corpus, make_store, settings, unit
+
+pytestmark = pytest.mark.db
+
+DIM = 8
+
+
+def encoding(emb: np.ndarray, base: dict[int, float], question: str = "Where was X born?") -> QueryEncoding:
+    return QueryEncoding(question=question, embedding=emb, mentions=(), seeds=(), base_activation=base)
+
+
+def counts(db: Database, tenant_id: int) -> dict[str, int]:
+    with db.owner_session() as s:
+        return {
+            t: s.execute(text(f"SELECT count(*) FROM {t} WHERE tenant_id = :t"), {"t": tenant_id}).scalar_one()
+            for t in ("experiences", "experience_entities", "writeback_log")
+        }
+
+
+def test_empty_store_falls_back_to_the_base_exactly(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db)
+    base = {5: 0.9, 6: 0.45}
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), base))
+    assert m.start_activation == base
+    assert m.fused_ids == () and m.scaffold is None and not m.fusion_applied and m.candidates == 0
+    assert {"preselect_ms", "rescore_ms", "total_ms"} <= m.timings.keys()
+
+
+def test_write_back_stores_experience_entities_and_decision_together(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    verifier = CountingVerifier(1.0)
+    store = make_store(db, verifier, ttl_days=7.0, epsilon=0.05, max_map_entities=2)
+    final = {1: 0.9, 2: 0.3, 3: 0.4, 4: 0.01}
+    c = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 0.8}, final, mentions=("Winter Harbour",), query_log_id=77)
+    r = store.write_back(c)
+    assert r.stored and r.novelty == 1.0 and r.grounding == 1.0 and r.verifier == "counting"
+    assert verifier.calls == 1
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text(
+                "SELECT activation, confidence, query_template, summary, source_passage_ids, expires_at - created_at,"
+                " corpus_version FROM experiences WHERE id = :i"
+            ),
+            {"i": r.experience_id},
+        ).one()
+        ents = dict(
+            s.execute(
+                text("SELECT entity_id, weight FROM experience_entities WHERE experience_id = :i"),
+                {"i": r.experience_id},
+            ).all()
+        )
+        log = s.execute(
+            text("SELECT decision, experience_id, verifier, novelty, grounding, query_log_id, details, timings"
+                 " FROM writeback_log WHERE id = :i"),
+            {"i": r.log_id},
+        ).one()  # fmt: skip
+    # eq. 5 with epsilon 0.05 and a 2-entity cap
+    assert row[0] == {"1": 0.9, "3": 0.4}
+    assert row[1] == 1.0  # conf = GS
+    assert row[2] == f"Where was the director of {ENT} born?"
+    assert row[3].startswith("Question: Where was the director of Winter Harbour born?")
+    assert row[3].endswith("Answer: Galway")
+    assert row[4] == [101]
+    assert row[5].days == 7
+    assert row[6] == 0
+    n = math.hypot(0.9, 0.4)
+    assert ents == pytest.approx({1: 0.9 / n, 3: 0.4 / n}, rel=1e-6)  # unit-normalised weights
+    assert log[:6] == ("stored", r.experience_id, "counting", 1.0, 1.0, 77)
+    assert log[6]["stage"] == "stored" and log[6]["verifier"] == "counting"
+    assert {"novelty_ms", "grounding_ms", "lock_wait_ms", "insert_ms", "total_ms"} <= log[7].keys()
+
+
+def test_novelty_rejection_never_calls_the_verifier(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    verifier = CountingVerifier(1.0)
+    store = make_store(db, verifier)
+    emb = unit(DIM, (0, 1.0))
+    assert store.write_back(candidate(tenant, corpus, emb, {1: 1.0})).stored
+    assert verifier.calls == 1
+    dup = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0), (1, 0.05)), {1: 1.0}))
+    assert dup.decision == "rejected_novelty"
+    assert dup.novelty is not None and dup.novelty < 0.7 and dup.grounding is None
+    assert verifier.calls == 1  # never asked
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text(
+                "SELECT verifier, details->>'stage', details->>'nearest_experience_id' FROM writeback_log WHERE id = :i"
+            ),
+            {"i": dup.log_id},
+        ).one()
+    assert row[0] == "counting" and row[1] == "precheck" and row[2] is not None
+    assert counts(db, tenant)["experiences"] == 1
+
+
+def test_grounding_rejection_stores_nothing(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(0.2))
+    r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert r.decision == "rejected_grounding" and r.grounding == 0.0 and r.novelty == 1.0
+    assert r.claims and all(v.score == 0.2 for v in r.claims)
+    assert counts(db, tenant) == {"experiences": 0, "experience_entities": 0, "writeback_log": 1}
+
+
+def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(1.0), top_k=2, alpha=0.5, beta=0.5, tau_s=0.1, top_h=None)
+    # two stored experiences, orthogonal embeddings; the gate lets both in (NS = 1 for each)
+    e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}, query="q one?"))
+    e2 = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, {3: 1.0}, query="q two?"))
+    assert e1.stored and e2.stored
+    q = unit(DIM, (0, 0.6), (1, 0.8))
+    base = {1: 0.8}
+    m = store.match(tenant, corpus, encoding(q, base), activation_threshold=0.1)
+    # eq. 7: s1 = 0.5*0.6 + 0.5*cos({1:.8},{1:1,2:.5}) = 0.3 + 0.5/sqrt(1.25); s2 = 0.5*0.8 + 0 = 0.4
+    s1 = 0.3 + 0.5 / math.sqrt(1.25)
+    s2 = 0.4
+    assert [t.id for t in m.top] == [e1.experience_id, e2.experience_id]
+    assert [t.score for t in m.top] == pytest.approx([s1, s2])
+    # eq. 9-10 (confidences are 1)
+    z = math.exp(s1 / 0.1) + math.exp(s2 / 0.1)
+    w1, w2 = math.exp(s1 / 0.1) / z, math.exp(s2 / 0.1) / z
+    assert [t.weight for t in m.top] == pytest.approx([w1, w2])
+    # eq. 8: raw = {1: .8 + .5*w1, 2: .5*w1*.5, 3: .5*w2}, rescaled so max = 0.8
+    raw = {1: 0.8 + 0.5 * w1, 2: 0.25 * w1, 3: 0.5 * w2}
+    scale = 0.8 / max(raw.values())
+    assert m.start_activation == pytest.approx({k: v * scale for k, v in raw.items()})
+    assert m.fusion_applied and m.fused_ids == (e1.experience_id, e2.experience_id)
+    assert m.added_entities == tuple(sorted(e for e in (2, 3) if raw[e] * scale >= 0.1))
+    assert m.scaffold is not None and m.scaffold.summary.startswith("Question: q")
+
+
+def test_no_seed_entities_means_no_fusion_but_a_scaffold(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.0, scaffold_floor=0.3)
+    e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {}))
+    assert m.start_activation == {} and not m.fusion_applied and m.fused_ids == ()
+    # lambda = 0: the scaffold is the best retrieval match; s = alpha * 1 = 0.5 >= floor
+    assert m.scaffold_id == e1.experience_id and m.scaffold is not None
+    assert m.scaffold.score == pytest.approx(0.5)
+    store_high_floor = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.0, scaffold_floor=0.6)
+    assert store_high_floor.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {})).scaffold is None
+
+
+def test_scaffold_prefers_the_same_question_template(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.9, scaffold_floor=0.0)
+    same = store.write_back(
+        candidate(tenant, corpus, unit(DIM, (2, 1.0)), {4: 1.0}, query="Where was the director of Glass Orchard born?",
+                  mentions=("Glass Orchard",))
+    )  # fmt: skip
+    other = store.write_back(
+        candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="How many films did Kestrel Pictures make?",
+                  mentions=("Kestrel Pictures",))
+    )  # fmt: skip
+    assert same.stored and other.stored
+    enc = QueryEncoding(
+        question="Where was the director of Amber Coast born?",
+        embedding=unit(DIM, (0, 1.0)),  # the embedding favours `other` ...
+        mentions=("Amber Coast",),
+        seeds=(),
+        base_activation={1: 1.0},
+    )
+    m = store.match(tenant, corpus, enc)
+    assert m.top[0].id == other.experience_id
+    assert m.scaffold_id == same.experience_id  # ... the template picks `same` (eq. 12-13)
+    assert m.scaffold is not None and m.scaffold.template_similarity == pytest.approx(1.0)
+
+
+def test_matching_never_returns_another_tenants_experience(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    a, _ = make_tenant("a")
+    b, _ = make_tenant("b")
+    ca, cb = make_corpus(db, a, DIM), make_corpus(db, b, DIM)
+    store = make_store(db, CountingVerifier(1.0))
+    emb = unit(DIM, (0, 1.0))
+    rb = store.write_back(candidate(b, cb, emb, {1: 1.0}))
+    assert rb.stored
+    # A has nothing: same embedding and entities, still nothing comes back
+    m = store.match(a, ca, encoding(emb, {1: 1.0}))
+    assert m.candidates == 0 and m.start_activation == {1: 1.0}
+    # novelty does not see B's experience either
+    assert store.write_back(candidate(a, ca, emb, {1: 1.0})).stored
+    ids_a = {t.id for t in store.match(a, ca, encoding(emb, {1: 1.0})).top}
+    assert rb.experience_id not in ids_a and len(ids_a) == 1
+    # asking with B's corpus from A's session: RLS hides it
+    with pytest.raises(NotFound):
+        store.match(a, cb, encoding(emb, {1: 1.0}))
+    with pytest.raises(NotFound):
+        store.write_back(candidate(a, cb, emb, {1: 1.0}))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"query_embedding": np.ones(DIM + 1)}, "dimension 9"),
+        ({"query_embedding": np.array([np.nan] + [1.0] * (DIM - 1))}, "NaN"),
+        ({"query_embedding": np.zeros(DIM)}, "zero vector"),
+        ({"query_embedding": "not a vector"}, "vector"),
+        ({"answer": "   "}, "answer is empty"),
+        ({"query": ""}, "query is empty"),
+        ({"base_activation": {"Galway": 1.0}}, "not an integer"),
+        ({"final_activation": {1: float("inf")}}, "not finite"),
+        ({"final_activation": {1: -1.0}}, "negative"),
+        ({"passages": ("just text",)}, "UsedPassage"),
+        ({"tenant_id": 0}, "tenant_id"),
+        ({"corpus_version": -1}, "corpus_version"),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(
+    db: Database, tenant: int, change: dict[str, object], message: str
+) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    verifier = CountingVerifier(1.0)
+    store = make_store(db, verifier)
+    good = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0})
+    import dataclasses
+
+    bad = dataclasses.replace(good, **change)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=message):
+        store.write_back(bad)
+    assert verifier.calls == 0
+    assert counts(db, tenant) == {"experiences": 0, "experience_entities": 0, "writeback_log": 0}
+
+
+def test_match_refuses_bad_input(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db)
+    with pytest.raises(InvalidInput, match="dimension 3"):
+        store.match(tenant, corpus, encoding(np.ones(3), {1: 1.0}))
+    with pytest.raises(InvalidInput, match="NaN"):
+        store.match(tenant, corpus, encoding(np.full(DIM, np.nan), {1: 1.0}))
+    with pytest.raises(InvalidInput, match="not finite"):
+        store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {1: float("nan")}))
+
+
+def test_verifier_failure_is_logged_as_an_error_decision(db: Database, tenant: int) -> None:
+    class BrokenVerifier:
+        name = "broken"
+
+        def verify(self, claims, passages):  # type: ignore[no-untyped-def]
+            raise RuntimeError("verifier crashed")
+
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, BrokenVerifier())
+    r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert r.decision == "error" and "verifier crashed" in (r.reason or "") and r.novelty == 1.0
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text("SELECT decision, reason, verifier FROM writeback_log WHERE id = :i"), {"i": r.log_id}
+        ).one()
+    assert row[0] == "error" and "verifier crashed" in row[1] and row[2] == "broken"
+    assert counts(db, tenant)["experiences"] == 0
+
+
+def test_record_use_counts_fusion_and_scaffold_uses(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.0, scaffold_floor=0.0)
+    e = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0})).experience_id
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert m.fused_ids == (e,) and m.scaffold_id == e
+    assert store.record_use(tenant, fused_ids=m.fused_ids, scaffold_id=m.scaffold_id) == 1
+    store.record_use(tenant, fused_ids=m.fused_ids)
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text("SELECT fusion_uses, scaffold_uses, last_used_at IS NOT NULL FROM experiences WHERE id = :i"), {"i": e}
+        ).one()
+    assert row == (2, 1, True)
+    assert store.record_use(tenant) == 0
+
+
+def test_log_dropped_records_a_dropped_decision(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db)
+    log_id = store.log_dropped(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}), "write-back queue is full")
+    with db.tenant_session(tenant) as s:
+        assert s.execute(text("SELECT decision, reason FROM writeback_log WHERE id = :i"), {"i": log_id}).one() == (
+            "dropped",
+            "write-back queue is full",
+        )
+
+
+def test_keysent_summary_uses_entity_names_from_the_corpus(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    with db.tenant_session(tenant) as s:
+        ids = [
+            s.execute(
+                text(
+                    "INSERT INTO entities (tenant_id, corpus_id, name, normalized_name, surface_forms)"
+                    " VALUES (:t, :c, :n, lower(:n), :f) RETURNING id"
+                ),
+                {"t": tenant, "c": corpus, "n": n, "f": f},
+            ).scalar_one()
+            for n, f in (("Orla Brennick", ["Brennick"]), ("Galway", []))
+        ]
+    store = make_store(db, CountingVerifier(1.0), keysent_count=1)
+    explanation = "The question is hard. Brennick directed it. Brennick was born in Galway. Nice weather."
+    r = store.write_back(
+        candidate(tenant, corpus, unit(DIM, (0, 1.0)), {ids[0]: 1.0}, {ids[0]: 0.9, ids[1]: 0.5},
+                  explanation=explanation)
+    )  # fmt: skip
+    with db.tenant_session(tenant) as s:
+        summary = s.execute(text("SELECT summary FROM experiences WHERE id = :i"), {"i": r.experience_id}).scalar_one()
+    assert summary == (
+        "Question: Where was the director of Winter Harbour born?\n"
+        "Key reasoning: Brennick was born in Galway.\nAnswer: Galway"
+    )
+
+
+def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    """300 rows of another tenant lie nearer the query than this tenant's 3 rows; through the HNSW
+    index, the iterative scan still finds this tenant's rows (a plain HNSW scan finds none)."""
+    from datetime import UTC, datetime
+
+    from livingrag.db.repositories import experiences as repo
+
+    rng = np.random.default_rng(0)
+    me, _ = make_tenant("me")
+    noise, _ = make_tenant("noise")
+    cm, cn = make_corpus(db, me, 384), make_corpus(db, noise, 384)
+    q = rng.normal(size=384)
+    q /= np.linalg.norm(q)
+    with db.tenant_session(noise) as s:
+        for _ in range(300):
+            v = q + 0.3 * rng.normal(size=384) / math.sqrt(384)
+            s.execute(
+                text(
+                    "INSERT INTO experiences (tenant_id, corpus_id, query, query_embedding, embedding_dim, activation,"
+                    " summary, answer, confidence) VALUES (:t, :c, 'n', :v, 384, '{}', 's', 'a', 1)"
+                ),
+                {"t": noise, "c": cn, "v": (v / np.linalg.norm(v)).astype(np.float32)},
+            )
+    with db.owner_session() as s:
+        s.execute(text("ANALYZE experiences"))
+    store = make_store(db, CountingVerifier(1.0), candidates_m=8)
+    mine = []
+    for i in range(3):
+        v = rng.normal(size=384)
+        mine.append(store.write_back(candidate(me, cm, v, {i + 1: 1.0}, query=f"my question {i}?")).experience_id)
+    assert {t.id for t in store.match(me, cm, encoding(q, {})).top} == set(mine)
+
+    channel = (
+        "SELECT id FROM experiences WHERE embedding_dim = 384 AND tenant_id = :t AND corpus_id = :c"
+        " ORDER BY (query_embedding::halfvec(384)) <=> CAST(:q AS halfvec(384)) LIMIT 8"
+    )
+    params = {"t": me, "c": cm, "q": q.astype(np.float32)}
+    with db.tenant_session(me) as s:
+        s.execute(text("SET LOCAL enable_sort = off"))  # make the planner take the HNSW index
+        plan = "\n".join(s.execute(text("EXPLAIN " + channel), params).scalars())
+        assert "ix_experiences_query_embedding_hnsw_384" in plan
+        s.execute(text("SET LOCAL hnsw.ef_search = 40"))
+        assert s.execute(text(channel), params).scalars().all() == []  # plain scan: starved by the filter
+        rows = repo.preselect(
+            s, tenant_id=me, corpus_id=cm, embedding=q, seeds={}, m=8, now=datetime.now(UTC), ef_search=40
+        )
+    assert {r.id for r in rows} == set(mine)
+
+
+def test_other_dimension_gets_its_own_hnsw_index(db: Database, tenant: int) -> None:
+    from livingrag.db.repositories import experiences as repo
+
+    with db.tenant_session(tenant) as s:  # the application role may ask for it
+        name = repo.ensure_hnsw_index(s, 12)
+        assert repo.ensure_hnsw_index(s, 12) == name  # idempotent
+    with db.owner_session() as s:
+        defn = s.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": name}).scalar_one()
+    assert "hnsw" in defn and "halfvec(12)" in defn and "embedding_dim = 12" in defn
+    with db.tenant_session(tenant) as s, pytest.raises(InvalidInput, match="at most 4000"):
+        repo.ensure_hnsw_index(s, 4096)
+
+
+def test_store_can_use_passages_given_as_used_passage(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = ExperienceStore(db, settings(), verifier=CountingVerifier(1.0))
+    c = candidate(
+        tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, passages=(UsedPassage(5, "t", "T"), UsedPassage(6, "u"))
+    )
+    assert store.write_back(c).stored
+
+
+def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: int) -> None:
+    """Four experiences share the seed entity more strongly but answer unrelated questions
+    (orthogonal embeddings); the relevant one shares it less but is close to the query. With one
+    embedding slot (taken by a nearer experience without the entity) and two entity slots, the
+    entity channel must still surface it: it re-ranks its overlap hits by eq. 7."""
+    from datetime import UTC, datetime
+
+    from livingrag.db.repositories import experiences as repo
+
+    corpus = make_corpus(db, tenant, DIM)
+
+    def put(emb: np.ndarray, activation: dict[int, float]) -> int:
+        with db.tenant_session(tenant) as s:
+            return repo.insert_experience(
+                s,
+                repo.NewExperience(
+                    tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
+                    activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
+                    source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
+                ),
+            )  # fmt: skip
+
+    nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})  # s = 0.5 * 1 + 0.5 * 0
+    crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]  # s = 0.5 * 0 + 0.5 * 1
+    target = put(unit(DIM, (0, 1.0), (1, 1.0)), {1: 0.5, 5: math.sqrt(0.75)})  # s = 0.5 * .707 + 0.5 * .5
+    store = make_store(db, candidates_m=2)
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {1: 1.0}))
+    ids = {t.id for t in m.top}
+    assert m.top[0].id == target
+    assert m.top[0].score == pytest.approx(0.5 / math.sqrt(2) + 0.25)
+    assert nearest in ids and len(set(crowd) & ids) <= 1
