@@ -10,11 +10,13 @@ import typer
 from livingrag import __version__
 from livingrag.cli import (
     admin_cmd,
+    answer_cmd,
     bench_cmd,
     bench_retrieval_cmd,
     config_cmd,
     corpus_cmd,
     db_cmd,
+    demo_cmd,
     retrieve_cmd,
     tenant_cmd,
 )
@@ -35,6 +37,9 @@ app.add_typer(corpus_cmd.app, name="corpus")
 app.add_typer(corpus_cmd.passage_app, name="passage")
 app.command(name="index", help=corpus_cmd.INDEX_HELP)(corpus_cmd.index)
 app.command(name="retrieve", help=retrieve_cmd.RETRIEVE_HELP)(retrieve_cmd.retrieve)
+app.command(name="ask", help=answer_cmd.ASK_HELP)(answer_cmd.ask)
+app.command(name="chat", help=answer_cmd.CHAT_HELP)(answer_cmd.chat)
+app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
 app.add_typer(admin_cmd.app, name="admin")
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 app.add_typer(bench_cmd.app, name="bench")

@@ -65,3 +65,24 @@ def compose_summary(query: str, key_sentences: Sequence[str], answer: str) -> st
         lines.append("Key reasoning: " + " ".join(key_sentences))
     lines.append(f"Answer: {' '.join(answer.split())}")
     return "\n".join(lines)
+
+
+def parse_summary(summary: str) -> tuple[str, str, str]:
+    """``(question, key reasoning, answer)`` of a summary written by :func:`compose_summary`.
+
+    Lines without a known label are kept with the reasoning, so a summary edited by an operator
+    still yields a usable scaffold; a missing part is the empty string.
+    """
+    parts: dict[str, list[str]] = {"question": [], "reasoning": [], "answer": []}
+    labels = (("Question:", "question"), ("Key reasoning:", "reasoning"), ("Answer:", "answer"))
+    for raw in str(summary or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        for label, key in labels:
+            if line.startswith(label):
+                parts[key].append(line[len(label) :].strip())
+                break
+        else:
+            parts["reasoning"].append(line)
+    return tuple(" ".join(parts[k]).strip() for k in ("question", "reasoning", "answer"))  # type: ignore[return-value]

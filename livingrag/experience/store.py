@@ -310,8 +310,12 @@ class ExperienceStore:
 
     # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
 
-    def write_back(self, candidate: ExperienceCandidate) -> WriteBackResult:
+    def write_back(self, candidate: ExperienceCandidate, *, gated: bool = True) -> WriteBackResult:
         """Gate and store one candidate; returns (and logs in ``writeback_log``) the decision.
+
+        ``gated=False`` is the paper's "w/o quality gate" ablation: NS is still computed and
+        logged, but neither the novelty gate (eq. 18) nor the grounding gate (eq. 15-17) is
+        applied (no verifier runs; the stored confidence is 1.0, details say ``gates: off``).
 
         Malformed input raises :class:`InvalidInput` (and :class:`NotFound` for a corpus the
         tenant does not have) and writes nothing. Any other failure is recorded as an ``error``
@@ -338,6 +342,9 @@ class ExperienceStore:
                 ns, nearest = self._novelty(s, c)
             timings["novelty_ms"] = _ms(t1)
             details |= {"nearest_experience_id": nearest}
+            if not gated:
+                details["gates"] = "off"
+                return self._insert(c, ns, 1.0, resolved, details, timings, t0, (), version, gated=False)
             if not is_novel(ns, self.gates.tau_novel):
                 details["stage"] = "precheck"
                 return self._decide(c, "rejected_novelty", ns, None, resolved, details, timings, t0)
@@ -393,6 +400,8 @@ class ExperienceStore:
         t0: float,
         verdicts: tuple[ClaimVerdict, ...],
         version: int,
+        *,
+        gated: bool = True,
     ) -> WriteBackResult:
         t3 = time.perf_counter()
         stored_map = sparsify(c.final, self.exp.epsilon, self.exp.max_map_entities)
@@ -435,7 +444,7 @@ class ExperienceStore:
             t5 = time.perf_counter()
             ns2, nearest2 = self._novelty(s, c)
             timings["recheck_ms"] = _ms(t5)
-            if not is_novel(ns2, self.gates.tau_novel):
+            if gated and not is_novel(ns2, self.gates.tau_novel):
                 details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
                 timings["total_ms"] = _ms(t0)
                 log_id = self._log(s, c, "rejected_novelty", ns2, gs, resolved, details, timings, None, None)

@@ -405,6 +405,13 @@ def record_use(
     return int(res.rowcount or 0)
 
 
+def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
+    """Delete every experience of one corpus (their entity rows cascade; write-back log rows keep
+    their decision with ``experience_id`` set to NULL); returns the number deleted."""
+    res = session.execute(text("DELETE FROM experiences WHERE corpus_id = :c"), {"c": int(corpus_id)})
+    return int(res.rowcount or 0)
+
+
 def mark_stale_for_passages(session: Session, corpus_id: int, passage_ids: Sequence[int], reason: str) -> int:
     """Mark the active experiences of a corpus that cite any of ``passage_ids`` as stale."""
     if not passage_ids:

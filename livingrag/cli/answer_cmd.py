@@ -1,0 +1,203 @@
+"""``livingrag ask`` and ``livingrag chat``: answer questions over a corpus from the command line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.table import Table
+
+from livingrag.cli.common import (
+    console,
+    err_console,
+    examples,
+    load_settings,
+    print_json,
+    resolve_tenant,
+    tenant_option,
+)
+
+if TYPE_CHECKING:
+    from livingrag.pipeline.core import Answer, LivingRAG
+
+ASK_HELP = (
+    "Answer one question over a corpus: experience match, activation fusion, LinearRAG retrieval, the "
+    "reasoning scaffold and the LLM. Prints the answer, the passages, the experiences that helped, tokens "
+    "and latencies; then the write-back decision (novelty and grounding gates) for this answer."
+    + examples(
+        'livingrag ask --corpus wiki "Who directed Casablanca?"',
+        'livingrag ask --corpus wiki --mode linear "Who directed Casablanca?" --json',
+        'livingrag ask --corpus wiki --no fusion --no gate "Where was the director of Casablanca born?"',
+    )
+)
+CHAT_HELP = (
+    "Interactive question answering over a corpus (one question per line; an empty line or Ctrl-D ends). "
+    "Every answer can write an experience that later questions reuse."
+    + examples("livingrag chat --corpus wiki", "livingrag chat --corpus wiki --mode linear")
+)
+
+
+def _mode_options() -> tuple[Any, Any]:
+    mode = typer.Option("living", "--mode", "-m", help="linear (no experience read or write) or living.")
+    ablations = typer.Option(
+        [],
+        "--no",
+        help="Ablate a LivingRAG component (repeatable): fusion, scaffold or gate (write back without the gates).",
+    )
+    return mode, ablations
+
+
+_MODE, _ABLATIONS = _mode_options()
+
+
+def _open(corpus: str, tenant: str) -> tuple[LivingRAG, int, int]:
+    from livingrag.pipeline.core import LivingRAG
+
+    settings = load_settings()
+    rag = LivingRAG(settings)
+    try:
+        tid = resolve_tenant(rag.db, tenant)
+        _, info = rag.resolve(tid, int(corpus) if corpus.isdigit() else corpus)
+    except BaseException:
+        rag.close()
+        raise
+    return rag, tid, info.id
+
+
+def answer_dict(a: Answer) -> dict[str, Any]:
+    """A JSON-ready view of an answer (the write-back decision is added by the caller)."""
+    return {
+        "question": a.question,
+        "answer": a.answer,
+        "explanation": a.explanation,
+        "system": a.system,
+        "passages": [{"id": p.id, "title": p.title, "score": p.score, "text": p.text} for p in a.passages],
+        "fused_experiences": [
+            {"id": m.id, "query": m.query, "score": m.score, "weight": m.weight, "confidence": m.confidence}
+            for m in a.fused
+        ],
+        "scaffold": (
+            {"id": a.scaffold.experience_id, "score": a.scaffold.score, "summary": a.scaffold.summary}
+            if a.scaffold
+            else None
+        ),
+        "prompt_tokens": a.prompt_tokens,
+        "completion_tokens": a.completion_tokens,
+        "cost_usd": a.cost_usd,
+        "latency_ms": {k: round(v, 2) for k, v in a.latency_ms.items()},
+        "query_log_id": a.query_log_id,
+    }
+
+
+def _writeback(a: Answer, timeout: float) -> dict[str, Any] | None:
+    if a.writeback is None:
+        return None
+    try:
+        wb = a.writeback.result(timeout=timeout)
+    except TimeoutError:
+        return {"decision": "pending", "reason": f"not decided within {timeout:.0f} s; it continues in the background"}
+    except Exception as exc:
+        return {"decision": "error", "reason": str(exc)}
+    return {
+        "decision": wb.decision,
+        "novelty": wb.novelty,
+        "grounding": wb.grounding,
+        "verifier": wb.verifier,
+        "experience_id": wb.experience_id,
+        "reason": wb.reason,
+    }
+
+
+def _show(a: Answer, passages: int) -> None:
+    console.print(f"[bold green]{a.answer or '(no answer)'}[/bold green]")
+    if a.explanation:
+        console.print(f"[dim]{a.explanation}[/dim]")
+    table = Table("#", "score", "title", "passage")
+    for i, p in enumerate(a.passages[:passages], 1):
+        snippet = p.text if len(p.text) <= 140 else p.text[:137] + "..."
+        table.add_row(str(i), f"{p.score:.4f}", p.title, snippet)
+    console.print(table)
+    if a.fused:
+        fused = "; ".join(f"#{m.id} {m.query!r} (w={m.weight:.2f})" for m in a.fused)
+        console.print(f"[bold]experiences fused[/bold]: {fused}")
+    if a.scaffold:
+        console.print(f"[bold]scaffold[/bold]: #{a.scaffold.experience_id} (s={a.scaffold.score:.2f})")
+    lat = a.latency_ms
+    console.print(
+        f"[dim]{a.system}: {a.prompt_tokens} prompt + {a.completion_tokens} completion tokens, "
+        f"${a.cost_usd:.6f}; LLM {lat.get('llm', 0):.0f} ms, pipeline overhead {lat.get('overhead', 0):.0f} ms[/dim]"
+    )
+
+
+def _show_writeback(wb: dict[str, Any] | None) -> None:
+    if wb is None:
+        return
+    parts = [f"write-back: [bold]{wb['decision']}[/bold]"]
+    for key, label in (("novelty", "NS"), ("grounding", "GS")):
+        if wb.get(key) is not None:
+            parts.append(f"{label}={wb[key]:.3f}")
+    if wb.get("experience_id"):
+        parts.append(f"experience #{wb['experience_id']}")
+    if wb.get("reason"):
+        parts.append(str(wb["reason"]))
+    console.print("[dim]" + " ".join(parts) + "[/dim]")
+
+
+def ask(
+    question: str = typer.Argument(..., help="The question."),
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    mode: str = _MODE,
+    ablations: list[str] = _ABLATIONS,
+    top_k: int | None = typer.Option(None, "--top-k", "-k", min=1, max=100, help="Passages given to the LLM."),
+    passages: int = typer.Option(5, "--passages", min=0, help="Passages to print."),
+    wait: float = typer.Option(300.0, "--wait", min=0, help="Seconds to wait for the write-back decision."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    rag, tid, cid = _open(corpus, tenant)
+    try:
+        a = rag.answer(question, tenant=tid, corpus=cid, mode=mode, ablations=ablations, top_k=top_k)
+        if not as_json:
+            _show(a, passages)
+        wb = _writeback(a, wait)
+        if as_json:
+            print_json(answer_dict(a) | {"writeback": wb})
+        else:
+            _show_writeback(wb)
+    finally:
+        rag.close(timeout=wait)
+
+
+def chat(
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    mode: str = _MODE,
+    ablations: list[str] = _ABLATIONS,
+    top_k: int | None = typer.Option(None, "--top-k", "-k", min=1, max=100, help="Passages given to the LLM."),
+    passages: int = typer.Option(3, "--passages", min=0, help="Passages to print per answer."),
+) -> None:
+    from livingrag.errors import InvalidInput, LLMError
+    from livingrag.pipeline.modes import Mode
+
+    m = Mode.parse(mode, ablations)  # a bad mode fails before the models load
+    rag, tid, cid = _open(corpus, tenant)
+    err_console.print(f"[dim]{m.system} over corpus {corpus!r}; an empty line or Ctrl-D ends.[/dim]")
+    try:
+        while True:
+            try:
+                line = console.input("[bold]? [/bold]")
+            except (EOFError, KeyboardInterrupt):
+                break
+            if not line.strip():
+                break
+            try:
+                a = rag.answer(line, tenant=tid, corpus=cid, mode=m, top_k=top_k)
+            except (InvalidInput, LLMError) as exc:
+                err_console.print(f"[red]{exc}[/red]")
+                continue
+            _show(a, passages)
+    finally:
+        pending = rag.pending_writebacks
+        if pending:
+            err_console.print(f"[dim]finishing {pending} write-back(s)...[/dim]")
+        rag.close()

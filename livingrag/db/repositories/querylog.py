@@ -1,0 +1,56 @@
+"""The query log: one row per answered (or failed) query, for SQL analytics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+
+def insert_query_log(
+    session: Session,
+    *,
+    tenant_id: int,
+    corpus_id: int,
+    query: str,
+    mode: str,
+    answer: str | None,
+    model: str | None,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cost_usd: float,
+    latencies: Mapping[str, float],
+    fused_experience_ids: Sequence[int],
+    scaffold_experience_id: int | None,
+    passage_ids: Sequence[int],
+    error: str | None = None,
+) -> int:
+    """Insert one row and return its id."""
+    return int(
+        session.execute(
+            text(
+                "INSERT INTO query_log (tenant_id, corpus_id, query, mode, answer, model, prompt_tokens,"
+                " completion_tokens, cost_usd, latencies, fused_experience_ids, scaffold_experience_id, passage_ids,"
+                " error) VALUES (:t, :c, :q, :m, :a, :model, :pt, :ct, :cost, CAST(:lat AS jsonb), :fused, :scaf,"
+                " :pids, :err) RETURNING id"
+            ),
+            {
+                "t": tenant_id,
+                "c": corpus_id,
+                "q": query,
+                "m": mode,
+                "a": answer,
+                "model": model,
+                "pt": int(prompt_tokens),
+                "ct": int(completion_tokens),
+                "cost": float(cost_usd),
+                "lat": json.dumps({k: round(float(v), 3) for k, v in latencies.items()}),
+                "fused": [int(i) for i in fused_experience_ids],
+                "scaf": scaffold_experience_id,
+                "pids": [int(i) for i in passage_ids],
+                "err": error,
+            },
+        ).scalar_one()
+    )

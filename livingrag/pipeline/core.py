@@ -1,0 +1,378 @@
+"""LivingRAG: the answer pipeline (paper eq. 1-3).
+
+``answer()`` runs, on the caller's thread::
+
+    encode (NER + embedding + linking -> a_base)
+      -> experience match (eq. 7) -> fusion (eq. 8-10) -> retrieval from a0 (LinearRAG)
+      -> scaffold (eq. 12-13) -> LLM (eq. 14) -> query log
+
+and returns. The write-back of the candidate (novelty -> grounding -> transactional insert,
+eq. 15-19) runs afterwards on a background worker, in arrival order per (tenant, corpus), so an
+answer never waits for the verifier. ``flush()`` waits for pending write-backs; ``close()``
+drains them. LinearRAG is the same pipeline with experience off (mode ``linear``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from livingrag.db.repositories import corpora, tenants
+from livingrag.db.repositories import experiences as experience_repo
+from livingrag.db.repositories.querylog import insert_query_log
+from livingrag.errors import InvalidInput, LivingRAGError, LLMError
+from livingrag.experience.keysent import parse_summary
+from livingrag.experience.store import ExperienceStore
+from livingrag.experience.types import (
+    ExperienceCandidate,
+    MatchedExperience,
+    MatchResult,
+    ScaffoldChoice,
+    WriteBackResult,
+)
+from livingrag.generation.llm import LLM, Completion
+from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
+from livingrag.pipeline.modes import Mode
+from livingrag.pipeline.writeback import WritebackWorker
+from livingrag.retrieval.retriever import Retriever
+from livingrag.types import CorpusInfo, RetrievalResult, RetrievedPassage
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.db.engine import Database
+
+log = logging.getLogger(__name__)
+
+
+class WritebackDropped(LivingRAGError):
+    """The write-back queue refused a candidate (full, or shutting down); the drop is logged."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What :meth:`LivingRAG.answer` returns.
+
+    ``latency_ms`` holds ``encode``, ``match``, ``retrieve``, ``prompt``, ``llm``, ``log``,
+    ``total`` and ``overhead`` (everything but the LLM call). ``writeback`` resolves to the gate
+    decision once the background worker has processed the candidate (None when nothing is
+    written back: mode ``linear``).
+    """
+
+    question: str
+    answer: str
+    explanation: str
+    system: str
+    passages: tuple[RetrievedPassage, ...]
+    fused: tuple[MatchedExperience, ...]
+    scaffold: ScaffoldChoice | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: dict[str, float]
+    query_log_id: int | None
+    retrieval: RetrievalResult
+    match: MatchResult | None
+    completion: Completion
+    prompt_id: str
+    writeback: Future[WriteBackResult] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def fused_ids(self) -> tuple[int, ...]:
+        return tuple(m.id for m in self.fused)
+
+    @property
+    def scaffold_id(self) -> int | None:
+        return self.scaffold.experience_id if self.scaffold else None
+
+
+@dataclass(frozen=True)
+class _Job:
+    candidate: ExperienceCandidate
+    gated: bool
+    future: Future[WriteBackResult]
+
+
+def validate_question(question: object, max_chars: int) -> str:
+    """The stripped question, or :class:`InvalidInput` saying what is wrong with it."""
+    if not isinstance(question, str):
+        raise InvalidInput(f"question must be text, got {type(question).__name__}")
+    q = question.strip()
+    if not q:
+        raise InvalidInput("question is empty")
+    if len(q) > max_chars:
+        raise InvalidInput(f"question is {len(q)} characters long; the limit is {max_chars}")
+    if "\x00" in q:
+        raise InvalidInput("question contains a NUL character")
+    return q
+
+
+class LivingRAG:
+    """The answer pipeline over the corpora of one database (thread-safe)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        db: Database | None = None,
+        llm: LLM | None = None,
+        store: ExperienceStore | None = None,
+        writeback_threads: int = 1,
+    ) -> None:
+        from livingrag.db.engine import Database
+
+        self.settings = settings
+        self._own_db = db is None
+        self.db = db if db is not None else Database(settings.db)
+        if llm is None:
+            from livingrag.generation.providers import build_llm
+
+            llm = build_llm(settings.llm, data_dir=settings.db.data_dir)
+        self.llm = llm
+        self.store = store if store is not None else ExperienceStore(self.db, settings, llm=llm)
+        self.style = resolve_answer_style(settings.llm)
+        self._retrievers: dict[tuple[int, int], Retriever] = {}
+        self._names: dict[tuple[str | int, str | int], tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        self._worker: WritebackWorker[_Job] = WritebackWorker(
+            self._run_writeback,
+            threads=writeback_threads,
+            maxsize=settings.api.writeback_queue_size,
+            on_drop=self._on_drop,
+            on_error=self._on_error,
+        )
+        self._closed = False
+
+    # ---------------------------------------------------------------- resolution
+
+    def resolve(self, tenant: int | str, corpus: int | str) -> tuple[int, CorpusInfo]:
+        """Tenant id and corpus for ids or names; :class:`NotFound` when either does not exist."""
+        key = (tenant, corpus)
+        cached = self._names.get(key)
+        if cached is not None:
+            tenant_id, corpus_id = cached
+            r = self._retrievers.get((tenant_id, corpus_id))
+            if r is not None:
+                return tenant_id, r.corpus
+        if isinstance(tenant, int) and not isinstance(tenant, bool):
+            tenant_id = tenant
+        else:
+            with self.db.owner_session() as s:
+                tenant_id = tenants.get_tenant(s, str(tenant)).id
+        with self.db.tenant_session(tenant_id) as s:
+            info = corpora.get_corpus(s, corpus)
+        self._names[key] = (tenant_id, info.id)
+        return tenant_id, info
+
+    def retriever(self, tenant_id: int, corpus: CorpusInfo) -> Retriever:
+        """The (cached) retriever of one corpus."""
+        key = (tenant_id, corpus.id)
+        with self._lock:
+            r = self._retrievers.get(key)
+            if r is None:
+                r = Retriever.from_settings(self.db, tenant_id, corpus, self.settings)
+                self._retrievers[key] = r
+            return r
+
+    # ---------------------------------------------------------------- answering
+
+    def answer(
+        self,
+        question: str,
+        *,
+        tenant: int | str,
+        corpus: int | str,
+        mode: str | Mode = "living",
+        ablations: Iterable[str] = (),
+        top_k: int | None = None,
+    ) -> Answer:
+        """Answer one question; the experience write-back is queued, never awaited."""
+        if self._closed:
+            raise LivingRAGError("the pipeline is closed")
+        m = mode if isinstance(mode, Mode) else Mode.parse(mode, ablations)
+        q = validate_question(question, self.settings.api.max_question_chars)
+        use_experience = self.settings.experience.enabled
+        t0 = time.perf_counter()
+        lat: dict[str, float] = {}
+
+        tenant_id, info = self.resolve(tenant, corpus)
+        r = self.retriever(tenant_id, info)
+        t = time.perf_counter()
+        enc = r.encode(q)
+        lat["encode"] = _ms(t)
+
+        match: MatchResult | None = None
+        if m.read and use_experience:
+            t = time.perf_counter()
+            match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
+            lat["match"] = _ms(t)
+        fuse = match is not None and m.fusion and match.fusion_applied
+        t = time.perf_counter()
+        result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
+        lat["retrieve"] = _ms(t)
+
+        t = time.perf_counter()
+        scaffold = match.scaffold if (match is not None and m.scaffold) else None
+        prompt = build_qa_prompt(q, result.passages, scaffold=_scaffold_for_prompt(scaffold), style=self.style)
+        lat["prompt"] = _ms(t)
+        fused = match.top if (fuse and match is not None) else ()
+        fused_ids = [e.id for e in fused]
+        scaffold_id = scaffold.experience_id if scaffold else None
+        passage_ids = [p.id for p in result.passages]
+
+        t = time.perf_counter()
+        try:
+            gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+        except LLMError as exc:
+            lat["llm"] = _ms(t)
+            lat["total"] = _ms(t0)
+            self._log_failure(tenant_id, info.id, q, m, lat, fused_ids, scaffold_id, passage_ids, exc)
+            raise
+        lat["llm"] = _ms(t)
+        c = gen.completion
+        llm_s = self.settings.llm
+        cost = c.cost_usd(llm_s.price_prompt_per_m, llm_s.price_completion_per_m)
+
+        t = time.perf_counter()
+        lat["total"] = _ms(t0)
+        lat["overhead"] = lat["total"] - lat["llm"]
+        with self.db.tenant_session(tenant_id) as s:
+            if fused_ids or scaffold_id is not None:
+                experience_repo.record_use(s, fused_ids=fused_ids, scaffold_id=scaffold_id, now=datetime.now(UTC))
+            log_id = insert_query_log(
+                s,
+                tenant_id=tenant_id,
+                corpus_id=info.id,
+                query=q,
+                mode=m.system,
+                answer=gen.answer,
+                model=c.model,
+                prompt_tokens=c.prompt_tokens,
+                completion_tokens=c.completion_tokens,
+                cost_usd=cost,
+                latencies=lat,
+                fused_experience_ids=fused_ids,
+                scaffold_experience_id=scaffold_id,
+                passage_ids=passage_ids,
+            )
+        lat["log"] = _ms(t)
+
+        future: Future[WriteBackResult] | None = None
+        if m.write and use_experience:
+            future = Future()
+            candidate = ExperienceCandidate.from_retrieval(
+                tenant_id, info.id, result, explanation=gen.explanation, answer=gen.answer, query_log_id=log_id
+            )
+            if not gen.answer.strip():
+                self._on_drop(_Job(candidate, m.gated, future), "the model gave no answer")
+            else:
+                self._worker.submit((tenant_id, info.id), _Job(candidate, m.gated, future))
+        return Answer(
+            question=q,
+            answer=gen.answer,
+            explanation=gen.explanation,
+            system=m.system,
+            passages=result.passages,
+            fused=tuple(fused),
+            scaffold=scaffold,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            cost_usd=cost,
+            latency_ms=lat,
+            query_log_id=log_id,
+            retrieval=result,
+            match=match,
+            completion=c,
+            prompt_id=prompt.prompt_id,
+            writeback=future,
+        )
+
+    def _log_failure(
+        self,
+        tenant_id: int,
+        corpus_id: int,
+        q: str,
+        m: Mode,
+        lat: dict[str, float],
+        fused_ids: list[int],
+        scaffold_id: int | None,
+        passage_ids: list[int],
+        exc: BaseException,
+    ) -> None:
+        try:
+            with self.db.tenant_session(tenant_id) as s:
+                insert_query_log(
+                    s,
+                    tenant_id=tenant_id,
+                    corpus_id=corpus_id,
+                    query=q,
+                    mode=m.system,
+                    answer=None,
+                    model=getattr(self.llm, "name", None),
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    cost_usd=0.0,
+                    latencies=lat,
+                    fused_experience_ids=fused_ids,
+                    scaffold_experience_id=scaffold_id,
+                    passage_ids=passage_ids,
+                    error=f"{type(exc).__name__}: {exc}"[:2000],
+                )
+        except Exception:
+            log.warning("could not log the failed query", exc_info=True)
+
+    # ---------------------------------------------------------------- write-back
+
+    def _run_writeback(self, job: _Job) -> None:
+        result = self.store.write_back(job.candidate, gated=job.gated)
+        job.future.set_result(result)
+
+    def _on_drop(self, job: _Job, reason: str) -> None:
+        self.store.log_dropped(job.candidate, reason)
+        if not job.future.done():
+            job.future.set_exception(WritebackDropped(reason))
+
+    def _on_error(self, job: _Job, exc: BaseException) -> None:
+        if not job.future.done():
+            job.future.set_exception(exc)
+
+    @property
+    def pending_writebacks(self) -> int:
+        return self._worker.pending
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write-back has been decided; False on timeout."""
+        return self._worker.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Drain the write-back queue, then release retrievers and (if owned) the database."""
+        if self._closed:
+            return
+        self._closed = True
+        self._worker.close(timeout)
+        for r in self._retrievers.values():
+            r.close()
+        if self._own_db:
+            self.db.close()
+
+    def __enter__(self) -> LivingRAG:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _scaffold_for_prompt(choice: ScaffoldChoice | None) -> Scaffold | None:
+    if choice is None:
+        return None
+    question, reasoning, answer = parse_summary(choice.summary)
+    return Scaffold(question=question, reasoning=reasoning, answer=answer)
+
+
+def _ms(t: float) -> float:
+    return (time.perf_counter() - t) * 1000.0
