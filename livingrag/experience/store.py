@@ -108,7 +108,7 @@ class ExperienceStore:
         self._encoder = encoder
         self._llm = llm
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered: the verifier is built with the encoder
         self._resolved: ResolvedVerifier | None
         if isinstance(verifier, ResolvedVerifier):
             self._resolved = verifier
