@@ -17,6 +17,7 @@ from livingrag.cli import (
     corpus_cmd,
     db_cmd,
     demo_cmd,
+    eval_cmd,
     retrieve_cmd,
     tenant_cmd,
 )
@@ -40,6 +41,7 @@ app.command(name="retrieve", help=retrieve_cmd.RETRIEVE_HELP)(retrieve_cmd.retri
 app.command(name="ask", help=answer_cmd.ASK_HELP)(answer_cmd.ask)
 app.command(name="chat", help=answer_cmd.CHAT_HELP)(answer_cmd.chat)
 app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
+app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(admin_cmd.app, name="admin")
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 app.add_typer(bench_cmd.app, name="bench")

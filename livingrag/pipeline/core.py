@@ -81,6 +81,9 @@ class Answer:
     completion: Completion
     prompt_id: str
     writeback: Future[WriteBackResult] | None = field(default=None, compare=False, repr=False)
+    candidate: ExperienceCandidate | None = field(default=None, compare=False, repr=False)
+    """The write-back candidate when the caller deferred it (``answer(defer_writeback=True)``)."""
+    gated: bool = field(default=True, compare=False, repr=False)
 
     @property
     def fused_ids(self) -> tuple[int, ...]:
@@ -190,8 +193,13 @@ class LivingRAG:
         mode: str | Mode = "living",
         ablations: Iterable[str] = (),
         top_k: int | None = None,
+        defer_writeback: bool = False,
     ) -> Answer:
-        """Answer one question; the experience write-back is queued, never awaited."""
+        """Answer one question; the experience write-back is queued, never awaited.
+
+        ``defer_writeback=True`` queues nothing: the answer carries the candidate, and the caller
+        queues it with :meth:`submit_writeback` (the stream evaluation does, in stream order).
+        """
         if self._closed:
             raise LivingRAGError("the pipeline is closed")
         m = mode if isinstance(mode, Mode) else Mode.parse(mode, ablations)
@@ -263,15 +271,14 @@ class LivingRAG:
         lat["log"] = _ms(t)
 
         future: Future[WriteBackResult] | None = None
+        candidate: ExperienceCandidate | None = None
         if m.write and use_experience:
-            future = Future()
             candidate = ExperienceCandidate.from_retrieval(
                 tenant_id, info.id, result, explanation=gen.explanation, answer=gen.answer, query_log_id=log_id
             )
-            if not gen.answer.strip():
-                self._on_drop(_Job(candidate, m.gated, future), "the model gave no answer")
-            else:
-                self._worker.submit((tenant_id, info.id), _Job(candidate, m.gated, future))
+            if not defer_writeback:
+                future = self._submit(candidate, m.gated)
+                candidate = None
         return Answer(
             question=q,
             answer=gen.answer,
@@ -290,7 +297,24 @@ class LivingRAG:
             completion=c,
             prompt_id=prompt.prompt_id,
             writeback=future,
+            candidate=candidate,
+            gated=m.gated,
         )
+
+    def submit_writeback(self, answer: Answer) -> Future[WriteBackResult] | None:
+        """Queue the deferred write-back of ``answer``; None when it carries no candidate."""
+        if answer.candidate is None:
+            return answer.writeback
+        return self._submit(answer.candidate, answer.gated)
+
+    def _submit(self, candidate: ExperienceCandidate, gated: bool) -> Future[WriteBackResult]:
+        future: Future[WriteBackResult] = Future()
+        job = _Job(candidate, gated, future)
+        if not candidate.answer.strip():
+            self._on_drop(job, "the model gave no answer")
+        else:
+            self._worker.submit((candidate.tenant_id, candidate.corpus_id), job)
+        return future
 
     def _log_failure(
         self,

@@ -1,0 +1,184 @@
+"""``livingrag eval``: online-stream evaluation (the paper's tables and figures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from livingrag.cli.common import console, err_console, examples, load_settings
+
+app = typer.Typer(
+    help="Online-stream evaluation of LinearRAG and LivingRAG on a benchmark."
+    + examples(
+        "livingrag eval stream --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa "
+        "--limit 100 --out runs/2wiki-100",
+        "livingrag eval report --dataset 2wikimultihopqa --out runs/2wiki-100",
+    ),
+    no_args_is_help=True,
+)
+
+DATASET_HELP = "Benchmark: 2wikimultihopqa, musique, hotpotqa, linearrag, wixqa or jsonl."
+DATA_DIR_HELP = "The dataset's folder (as in ../shared/datasets/<name>); a file for jsonl or linearrag."
+
+
+@app.command(
+    help="Answer a benchmark's questions as an online stream with each system, from an empty experience store "
+    "per run, and write results.json, queries.csv, report.md and the figures into --out. Records are appended "
+    "to --out/records.jsonl as the stream goes: run the same command again to resume an interrupted run. "
+    "LLM-Acc needs --judge configured (the configured LLM judges with the prompts of figures 6/7); without it "
+    "LLM-Acc is reported as unavailable."
+    + examples(
+        "livingrag eval stream --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa "
+        "--limit 100 --out runs/2wiki-100",
+        "livingrag eval stream --dataset musique --data-dir ../shared/datasets/musique --systems linear,living "
+        "--ablations fusion,scaffold,gate --orders 3 --seed 7 --out runs/musique",
+    )
+)
+def stream(
+    dataset: str = typer.Option(..., "--dataset", "-d", help=DATASET_HELP),
+    data_dir: Path = typer.Option(..., "--data-dir", help=DATA_DIR_HELP),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for records and the report (resumed if it holds one)."),
+    systems: str = typer.Option("linear,living", "--systems", help="Comma-separated: linear, living."),
+    ablations: str = typer.Option("", "--ablations", help="Also run LivingRAG without: fusion, scaffold, gate."),
+    orders: int = typer.Option(1, "--orders", min=1, max=100, help="Stream orders (0 = dataset order)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the shuffled orders."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="The first N questions only."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", min=1, max=64, help="Questions in flight (default: llm.concurrency; 2 for local)."
+    ),
+    judge: str = typer.Option("none", "--judge", help="LLM-Acc judge: none or configured (the configured LLM)."),
+    tenant: str = typer.Option("eval", "--tenant", help="Tenant that owns the evaluation corpora (created)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Discard the records already in --out and start over."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from livingrag.corpus.progress import NullProgress, RichProgress
+    from livingrag.errors import InvalidInput
+    from livingrag.evaluation.datasets import load_dataset
+    from livingrag.evaluation.metrics import Judge, Prices, judge_kind_for
+    from livingrag.evaluation.report import write_report
+    from livingrag.evaluation.stream import StreamConfig, StreamRun, parse_systems
+
+    if judge not in ("none", "configured"):
+        raise InvalidInput(f"--judge must be none or configured, got {judge!r}")
+    settings = load_settings()
+    names = parse_systems(systems, ablations)
+    data = load_dataset(dataset, data_dir, limit=limit)
+    if concurrency is None:
+        concurrency = 2 if settings.llm.provider == "local" else settings.llm.concurrency
+    judge_obj = None
+    if judge == "configured":
+        from livingrag.generation.providers import build_llm
+
+        judge_obj = Judge(build_llm(settings.llm, data_dir=settings.db.data_dir), judge_kind_for(dataset))
+    cfg = StreamConfig(
+        dataset=dataset,
+        systems=names,
+        orders=orders,
+        seed=seed,
+        limit=limit,
+        tenant=tenant,
+        corpus=f"eval-{dataset}",
+        concurrency=concurrency,
+        judge=judge_obj.name if judge_obj else None,
+        question_ids=tuple(q.id for q in data.questions),
+    )
+    err_console.print(
+        f"[dim]{dataset}: {len(data.questions)} questions, {len(data.corpus)} documents; systems "
+        f"{', '.join(names)}; {orders} order(s), seed {seed}; LLM {settings.llm.provider}:{settings.llm.model}; "
+        f"{concurrency} in flight; judge {cfg.judge or 'none'}[/dim]"
+    )
+    progress = NullProgress() if quiet else RichProgress(err_console)
+    with progress:
+        run = StreamRun(
+            settings,
+            data,
+            cfg,
+            out,
+            judge=judge_obj,
+            progress=progress,
+            log=lambda m: err_console.print(f"[dim]{m}[/dim]"),
+        )
+        records = run.run(fresh=fresh)
+    prices = Prices(settings.llm.price_prompt_per_m, settings.llm.price_completion_per_m)
+    paths = write_report(
+        out,
+        records,
+        dataset_name=dataset,
+        dataset=data,
+        judge=cfg.judge,
+        prices=prices,
+        config=cfg.identity() | {"concurrency": concurrency, "llm": f"{settings.llm.provider}:{settings.llm.model}"},
+    )
+    _print_summary(out)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/dim]")
+
+
+@app.command(
+    help="Rewrite the report of a run from its --out/records.jsonl (no question is answered)."
+    + examples("livingrag eval report --dataset musique --data-dir ../shared/datasets/musique --out runs/musique")
+)
+def report(
+    dataset: str = typer.Option(..., "--dataset", "-d", help=DATASET_HELP),
+    out: Path = typer.Option(..., "--out", "-o", help="The run's folder."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP + " (for Table 8)."),
+) -> None:
+    import json
+
+    from livingrag.errors import InvalidInput
+    from livingrag.evaluation.datasets import load_dataset
+    from livingrag.evaluation.metrics import Prices
+    from livingrag.evaluation.records import read_records_jsonl
+    from livingrag.evaluation.report import write_report
+    from livingrag.evaluation.stream import RECORDS_JSONL, RUN_JSON
+
+    path = out / RECORDS_JSONL
+    if not path.exists():
+        raise InvalidInput(f"{path} does not exist: run `livingrag eval stream --out {out}` first")
+    records = read_records_jsonl(path, allow_truncated_tail=True)
+    run_cfg = json.loads((out / RUN_JSON).read_text()) if (out / RUN_JSON).exists() else {}
+    data = load_dataset(dataset, data_dir, limit=run_cfg.get("limit")) if data_dir is not None else None
+    settings = load_settings()
+    write_report(
+        out,
+        records,
+        dataset_name=dataset,
+        dataset=data,
+        judge=run_cfg.get("judge"),
+        prices=Prices(settings.llm.price_prompt_per_m, settings.llm.price_completion_per_m),
+        config=run_cfg or None,
+    )
+    _print_summary(out)
+
+
+def _print_summary(out: Path) -> None:
+    """The headline of report.md: one line per system (main order)."""
+    import json
+
+    from rich.table import Table
+
+    results = json.loads((out / "results.json").read_text())
+    tables = results.get("tables", {})
+    by_system: dict[str, dict[str, object]] = {}
+    for key in ("accuracy", "retrieval", "tokens"):
+        for row in tables.get(key, []):
+            by_system.setdefault(str(row["system"]), {}).update(row)
+    table = Table("system", "Contain-Acc", "LLM-Acc", "Recall@2", "Recall@5", "prompt tok/q", "completion tok/q")
+
+    def pct(v: object) -> str:
+        return "-" if v is None else f"{100 * float(v):.2f}"  # type: ignore[arg-type]
+
+    def num(v: object) -> str:
+        return "-" if v is None else f"{float(v):.1f}"  # type: ignore[arg-type]
+
+    for name, r in by_system.items():
+        table.add_row(
+            name,
+            pct(r.get("contain_acc")),
+            pct(r.get("llm_acc")),
+            pct(r.get("passage_recall_at_2")),
+            pct(r.get("passage_recall_at_5")),
+            num(r.get("prompt_mean")),
+            num(r.get("completion_mean")),
+        )
+    console.print(table)

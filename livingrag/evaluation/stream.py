@@ -1,0 +1,431 @@
+"""The online-stream runner behind ``livingrag eval stream``.
+
+For every system (``linear``, ``living`` and the ablated LivingRAGs) and every stream order, the
+questions are answered in stream order over one indexed copy of the dataset's corpus, starting from
+an empty experience store; only earlier questions of the same run can have written the experiences
+a question reuses. LLM calls run concurrently (``concurrency`` questions in flight); write-backs are
+queued in stream order, and a question's record is written (``records.jsonl``) once its write-back
+has been decided, so an interrupted run resumes where it stopped. Runs go one after another, so at
+most the last one is partial: it resumes with the experiences it had stored (a candidate whose
+record was not written when the run died is lost; at most ``concurrency`` of them).
+
+The report (``results.json``, ``queries.csv``, ``report.md``, figures) is written at the end, and
+can be rewritten from ``records.jsonl`` alone with ``livingrag eval report``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from livingrag.errors import InvalidInput
+from livingrag.evaluation.datasets import Dataset, Question, stream_orders
+from livingrag.evaluation.metrics import recall_at_k, score_answer
+from livingrag.evaluation.records import (
+    ABLATION_SYSTEMS,
+    DECISION_ERROR,
+    DECISION_REJECTED_GS,
+    DECISION_REJECTED_NS,
+    DECISION_STORED,
+    SYSTEM_LINEAR,
+    SYSTEM_LIVING,
+    QueryRecord,
+    append_record,
+    read_records_jsonl,
+)
+from livingrag.evaluation.reuse import fusion_added_entities
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.corpus.progress import Progress
+    from livingrag.db.engine import Database
+    from livingrag.evaluation.metrics import Judge
+    from livingrag.pipeline.core import Answer, LivingRAG
+
+RECORDS_JSONL = "records.jsonl"
+RUN_JSON = "run.json"
+_DECISIONS = {
+    "stored": DECISION_STORED,
+    "rejected_novelty": DECISION_REJECTED_NS,
+    "rejected_grounding": DECISION_REJECTED_GS,
+    "error": DECISION_ERROR,
+    "dropped": DECISION_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """What one evaluation run is; ``run.json`` keeps it so that a resumed run is the same run."""
+
+    dataset: str
+    systems: tuple[str, ...]
+    orders: int = 1
+    seed: int = 0
+    limit: int | None = None
+    tenant: str = "eval"
+    corpus: str = ""
+    concurrency: int = 1
+    judge: str | None = None
+    question_ids: tuple[str, ...] = field(default=(), repr=False)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the interrupted one."""
+        d = asdict(self)
+        d.pop("concurrency")
+        d["systems"] = list(self.systems)
+        d["question_ids"] = list(self.question_ids)
+        return d
+
+
+def parse_systems(systems: str | Sequence[str], ablations: str | Sequence[str] = ()) -> tuple[str, ...]:
+    """``linear,living`` plus ``--ablations fusion,scaffold,gate`` -> system names (Table 5 order)."""
+    items = [s.strip().lower() for s in (systems.split(",") if isinstance(systems, str) else systems) if s.strip()]
+    abl = [a.strip().lower() for a in (ablations.split(",") if isinstance(ablations, str) else ablations) if a.strip()]
+    known = (SYSTEM_LINEAR, SYSTEM_LIVING, *ABLATION_SYSTEMS.values())
+    for s in items:
+        if s not in known:
+            raise InvalidInput(f"unknown system {s!r} in --systems; use {', '.join(known)}")
+    for a in abl:
+        if a not in ABLATION_SYSTEMS:
+            raise InvalidInput(f"unknown ablation {a!r} in --ablations; use {', '.join(ABLATION_SYSTEMS)}")
+        items.append(ABLATION_SYSTEMS[a])
+    out = tuple(dict.fromkeys(items))
+    if not out:
+        raise InvalidInput("--systems names no system")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Corpus
+
+
+@dataclass(frozen=True)
+class IndexedCorpus:
+    tenant_id: int
+    corpus_id: int
+    key_of_passage: dict[int, str]  # passage id -> the dataset's document key
+    index_seconds: float
+
+
+def index_dataset_corpus(
+    db: Database, settings: Settings, dataset: Dataset, *, tenant: str, corpus: str, progress: Progress | None = None
+) -> IndexedCorpus:
+    """Index the dataset's corpus (unchanged documents are skipped) and map passages to its keys."""
+    from sqlalchemy import text
+
+    from livingrag.corpus import service
+    from livingrag.corpus.chunking import document_key
+    from livingrag.corpus.ingest import Document
+    from livingrag.errors import NotFound
+
+    tenant_id, _ = service.ensure_tenant(db, tenant)
+    try:
+        info = service.get_corpus(db, tenant_id, corpus)
+    except NotFound:
+        info = service.create_corpus(db, tenant_id, corpus, settings)
+    docs = [Document(title=d.title, text=d.text, external_id=d.key) for d in dataset.corpus]
+    t0 = time.perf_counter()
+    service.indexer(db, tenant_id, info, settings, progress=progress).index_documents(docs)
+    seconds = time.perf_counter() - t0
+    by_doc_key = {document_key(d): d.external_id for d in docs}
+    with db.tenant_session(tenant_id) as s:
+        rows = s.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id = :c"), {"c": info.id}).all()
+    key_of_passage = {int(pid): str(by_doc_key[dk]) for pid, dk in rows if dk in by_doc_key}
+    return IndexedCorpus(tenant_id, info.id, key_of_passage, seconds)
+
+
+# --------------------------------------------------------------------------------------------------
+# Records
+
+
+def _unique(keys: Iterator[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(keys))
+
+
+def make_record(
+    a: Answer,
+    q: Question,
+    *,
+    system: str,
+    order: int,
+    position: int,
+    key_of_passage: dict[int, str],
+    activation_threshold: float,
+    verdict: bool | None,
+    writeback: Any = None,
+    writeback_error: str | None = None,
+    store_size: int | None = None,
+) -> QueryRecord:
+    """One :class:`QueryRecord` from a pipeline answer (and its write-back decision)."""
+    from livingrag.experience.template import mask
+
+    scores = score_answer(a.answer, q.answers)
+    retrieved = _unique(key_of_passage.get(p.id, f"passage:{p.id}") for p in a.passages)
+    enc = a.retrieval.encoding
+    lat = a.latency_ms
+    retrieval_ms = sum(lat.get(k, 0.0) for k in ("encode", "match", "retrieve", "prompt"))
+    living = system != SYSTEM_LINEAR
+    decision = novelty = grounding = stored_id = validation_s = None
+    if living:
+        if writeback is not None:
+            decision = _DECISIONS.get(writeback.decision, DECISION_ERROR)
+            novelty, grounding, stored_id = writeback.novelty, writeback.grounding, writeback.experience_id
+            validation_s = writeback.timings.get("total_ms", 0.0) / 1000.0
+        else:
+            decision = DECISION_ERROR
+    graph_transfer = None
+    if living and a.match is not None:
+        graph_transfer = bool(a.fused) and fusion_added_entities(
+            dict(enc.base_activation), dict(a.retrieval.start_activation), activation_threshold
+        )
+    context = sorted(e for e, v in a.retrieval.final_activation.items() if v >= activation_threshold)
+    return QueryRecord(
+        system=system,
+        order=order,
+        position=position,
+        question_id=q.id,
+        question=q.question,
+        gold_answers=q.answers,
+        prediction=a.answer,
+        explanation=a.explanation,
+        contain_correct=scores.contain,
+        em=scores.em,
+        f1=scores.f1,
+        llm_correct=verdict,
+        gold_keys=q.gold_keys,
+        retrieved_keys=retrieved,
+        recall_at_2=recall_at_k(retrieved, q.gold_keys, 2),
+        recall_at_5=recall_at_k(retrieved, q.gold_keys, 5),
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        cost_usd=a.cost_usd,
+        retrieval_s=retrieval_ms / 1000.0,
+        llm_s=lat.get("llm", 0.0) / 1000.0,
+        validation_s=validation_s,
+        seed_entity_ids=tuple(s.entity_id for s in enc.seeds),
+        context_entity_ids=tuple(context),
+        masked_question=mask(q.question, enc.mentions),
+        fused_experience_ids=a.fused_ids,
+        scaffold_experience_id=a.scaffold_id,
+        scaffold_similarity=a.scaffold.template_similarity if a.scaffold else None,
+        graph_transfer=graph_transfer,
+        writeback=decision,
+        novelty=novelty,
+        grounding=grounding,
+        stored_experience_id=stored_id,
+        store_size_after=store_size if living else None,
+        error=writeback_error,
+    )
+
+
+def failed_record(q: Question, *, system: str, order: int, position: int, error: str) -> QueryRecord:
+    """The record of a question the pipeline could not answer (it counts as wrong)."""
+    return QueryRecord(
+        system=system,
+        order=order,
+        position=position,
+        question_id=q.id,
+        question=q.question,
+        gold_answers=q.answers,
+        gold_keys=q.gold_keys,
+        error=error[:2000],
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Runner
+
+
+@dataclass
+class StreamRun:
+    """One evaluation run in ``out_dir`` (see the module docstring)."""
+
+    settings: Settings
+    dataset: Dataset
+    config: StreamConfig
+    out_dir: Path
+    judge: Judge | None = None
+    progress: Progress | None = None
+    log: Callable[[str], None] = field(default=lambda _msg: None)
+
+    @property
+    def records_path(self) -> Path:
+        return self.out_dir / RECORDS_JSONL
+
+    def _check_resume(self) -> list[QueryRecord]:
+        run_file = self.out_dir / RUN_JSON
+        if not run_file.exists():
+            if self.records_path.exists() and self.records_path.stat().st_size > 0:
+                raise InvalidInput(f"{self.records_path} exists without {RUN_JSON}; use an empty --out folder")
+            return []
+        try:
+            earlier = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidInput(f"{run_file}: cannot read it ({exc}); use an empty --out folder") from None
+        mine = self.config.identity()
+        diff = [k for k in mine if earlier.get(k) != mine[k]]
+        if diff:
+            raise InvalidInput(
+                f"--out {self.out_dir} holds a different run (differs in {', '.join(diff)}); "
+                "use another --out folder, or --fresh to start over"
+            )
+        if not self.records_path.exists():
+            return []
+        return read_records_jsonl(self.records_path, allow_truncated_tail=True)
+
+    def run(self, *, fresh: bool = False) -> list[QueryRecord]:
+        """Answer every stream (resuming what ``out_dir`` already holds) and return all records."""
+        from livingrag.db.engine import Database
+        from livingrag.pipeline.core import LivingRAG
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            for name in (RECORDS_JSONL, RUN_JSON):
+                (self.out_dir / name).unlink(missing_ok=True)
+        records = self._check_resume()
+        # rewrite the records file without a truncated tail, so appends start on a clean line
+        if records:
+            tmp = self.records_path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
+            tmp.replace(self.records_path)
+        (self.out_dir / RUN_JSON).write_text(json.dumps(self.config.identity(), indent=2) + "\n")
+        done = {r.key for r in records}
+        orders = stream_orders(len(self.dataset.questions), self.config.orders, self.config.seed)
+
+        db = Database(self.settings.db)
+        try:
+            self.log(f"indexing {len(self.dataset.corpus)} documents (unchanged ones are skipped)")
+            corpus = index_dataset_corpus(
+                db,
+                self.settings,
+                self.dataset,
+                tenant=self.config.tenant,
+                corpus=self.config.corpus,
+                progress=self.progress,
+            )
+            rag = LivingRAG(self.settings, db=db)
+            try:
+                for system in self.config.systems:
+                    for o, order in enumerate(orders):
+                        todo = [p for p in range(len(order)) if (system, o, p) not in done]
+                        if not todo:
+                            continue
+                        partial = len(todo) < len(order)
+                        records += self._run_one(rag, corpus, system, o, order, todo, resume=partial)
+            finally:
+                rag.close()
+        finally:
+            db.close()
+        return records
+
+    def _run_one(
+        self,
+        rag: LivingRAG,
+        corpus: IndexedCorpus,
+        system: str,
+        o: int,
+        order: list[int],
+        todo: list[int],
+        *,
+        resume: bool,
+    ) -> list[QueryRecord]:
+        from livingrag.db.repositories import experiences as experience_repo
+        from livingrag.pipeline.modes import Mode
+
+        mode = Mode.from_system(system)
+        if not resume:
+            with rag.db.tenant_session(corpus.tenant_id) as s:
+                experience_repo.delete_corpus_experiences(s, corpus.corpus_id)
+        self.log(
+            f"{system}, order {o}: {len(todo)} question(s)" + (" (resumed)" if resume else ", empty experience store")
+        )
+        _, info = rag.resolve(corpus.tenant_id, corpus.corpus_id)
+        threshold = rag.retriever(corpus.tenant_id, info).params.delta
+        task = self.progress.add(f"{system} #{o}", len(todo)) if self.progress is not None else None
+        out: list[QueryRecord] = []
+        questions = self.dataset.questions
+
+        def answer(position: int) -> tuple[Answer | None, bool | None, str | None]:
+            q = questions[order[position]]
+            try:
+                a = rag.answer(
+                    q.question, tenant=corpus.tenant_id, corpus=corpus.corpus_id, mode=mode, defer_writeback=True
+                )
+            except Exception as exc:  # the failure is recorded; the stream goes on
+                return None, None, f"{type(exc).__name__}: {exc}"
+            verdict = None
+            if self.judge is not None:
+                verdict = self.judge.judge(a.answer, q.answers).correct
+            return a, verdict, None
+
+        window = max(1, self.config.concurrency)
+        with ThreadPoolExecutor(max_workers=window, thread_name_prefix="eval-answer") as pool:
+            pending: list[tuple[int, Future[tuple[Answer | None, bool | None, str | None]]]] = []
+            it = iter(todo)
+            for p in it:
+                pending.append((p, pool.submit(answer, p)))
+                if len(pending) >= window:
+                    break
+            while pending:
+                position, fut = pending.pop(0)
+                nxt = next(it, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(answer, nxt)))
+                a, verdict, error = fut.result()
+                q = questions[order[position]]
+                if a is None:
+                    rec = failed_record(q, system=system, order=o, position=position, error=error or "failed")
+                else:
+                    rec = self._finish(rag, corpus, a, q, system, o, position, threshold, verdict)
+                append_record(self.records_path, rec)
+                out.append(rec)
+                if task is not None and self.progress is not None:
+                    self.progress.advance(task)
+        return out
+
+    def _finish(
+        self,
+        rag: LivingRAG,
+        corpus: IndexedCorpus,
+        a: Answer,
+        q: Question,
+        system: str,
+        o: int,
+        position: int,
+        threshold: float,
+        verdict: bool | None,
+    ) -> QueryRecord:
+        """Queue the write-back (stream order), wait for its decision, and build the record."""
+        from sqlalchemy import text
+
+        wb = wb_error = size = None
+        fut = rag.submit_writeback(a)
+        if fut is not None:
+            try:
+                wb = fut.result()
+            except Exception as exc:
+                wb_error = f"write-back: {type(exc).__name__}: {exc}"
+            with rag.db.tenant_session(corpus.tenant_id) as s:
+                size = int(
+                    s.execute(
+                        text("SELECT count(*) FROM experiences WHERE corpus_id = :c"), {"c": corpus.corpus_id}
+                    ).scalar_one()
+                )
+        return make_record(
+            a,
+            q,
+            system=system,
+            order=o,
+            position=position,
+            key_of_passage=corpus.key_of_passage,
+            activation_threshold=threshold,
+            verdict=verdict,
+            writeback=wb,
+            writeback_error=wb_error,
+            store_size=size,
+        )

@@ -1,0 +1,141 @@
+"""``livingrag eval stream`` end to end: real Postgres, real embedding and NER models, a real
+OpenAI-compatible server on loopback as the LLM; records, resume, fresh stores, the report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from livingrag.cli.main import app
+from livingrag.demo.run import demo_corpus_path, demo_questions
+from livingrag.errors import InvalidInput
+from livingrag.evaluation.records import read_records_jsonl
+from livingrag.evaluation.stream import RECORDS_JSONL, parse_systems
+from tests.openai_compat_server import OpenAICompatServer
+
+runner = CliRunner()
+pytestmark = [pytest.mark.db, pytest.mark.slow]
+N = 6
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """The demo knowledge base as a generic JSONL dataset, gold passages by title."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    corpus = json.loads(Path(demo_corpus_path()).read_text())
+    (folder / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "title": d["title"], "text": d["text"]}) + "\n" for i, d in enumerate(corpus)
+        )
+    )
+    qs = demo_questions()[:N]
+    (folder / "questions.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": q["question"], "answers": [q["answer"], *q.get("aliases", [])]})
+            + "\n"
+            for i, q in enumerate(qs)
+        )
+    )
+    return folder
+
+
+@pytest.fixture
+def env(make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAICompatServer]:
+    from livingrag.db import migrate
+    from livingrag.db.engine import Database
+    from tests.conftest import db_settings_for
+
+    url = make_database_url()  # a database of its own: the runner empties its corpus's experiences
+    db = Database(db_settings_for(url), check_schema=False)
+    migrate.upgrade(db)
+    db.dispose()
+    with OpenAICompatServer() as server:
+        monkeypatch.setenv("LIVINGRAG_DB__URL", url)
+        monkeypatch.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
+        monkeypatch.setenv("LIVINGRAG_LLM__BASE_URL", server.base_url)
+        monkeypatch.setenv("LIVINGRAG_LLM__API_KEY", "test-key")
+        monkeypatch.setenv("LIVINGRAG_LLM__MODEL", "loopback")
+        monkeypatch.setenv("LIVINGRAG_GATES__VERIFIER", "none")
+        yield server
+
+
+def _stream(dataset: Path, out: Path, *extra: str) -> str:
+    res = runner.invoke(
+        app,
+        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet", *extra],
+    )
+    assert res.exit_code == 0, (res.output, res.exception)
+    return res.output
+
+
+def test_stream_writes_records_and_report(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _stream(dataset, out, "--ablations", "gate")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    systems = {r.system for r in records}
+    assert systems == {"linear", "living", "living-no-gate"}
+    for s in systems:
+        run = sorted((r for r in records if r.system == s), key=lambda r: r.position)
+        assert [r.position for r in run] == list(range(N))
+        assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 and r.error is None for r in run)
+    linear = [r for r in records if r.system == "linear"]
+    assert all(r.writeback is None and r.store_size_after is None and not r.fused_experience_ids for r in linear)
+    living = sorted((r for r in records if r.system == "living"), key=lambda r: r.position)
+    # a fresh store: the first question of a run cannot reuse anything; sizes grow with stored decisions
+    assert living[0].fused_experience_ids == () and living[0].scaffold_experience_id is None
+    stored = 0
+    for r in living:
+        assert r.writeback in ("stored", "rejected_ns", "rejected_gs", "error")
+        stored += r.writeback == "stored"
+        assert r.store_size_after == stored
+    assert stored >= 1
+    # only earlier questions of the same run contribute
+    stored_at = {r.stored_experience_id: r.position for r in living if r.stored_experience_id}
+    for r in living:
+        for e in (*r.fused_experience_ids, r.scaffold_experience_id):
+            if e is not None:
+                assert stored_at[e] < r.position
+    no_gate = [r for r in records if r.system == "living-no-gate"]
+    assert all(r.writeback == "stored" for r in no_gate), "without the gate every candidate is stored"
+    for name in ("results.json", "queries.csv", "report.md"):
+        assert (out / name).stat().st_size > 0
+    assert len(list(out.glob("*.png"))) == 4
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["judge"] is None
+    acc = {row["system"]: row for row in results["tables"]["accuracy"]}
+    assert acc["linear"]["llm_acc"] is None and "judge" in (acc["linear"]["llm_acc_reason"] or "")
+
+
+def test_stream_resumes_without_duplicates(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "living", "--limit", "3")
+    first = read_records_jsonl(out / RECORDS_JSONL)
+    assert len(first) == 3
+    # simulate an interruption: keep two records and a torn third line
+    lines = (out / RECORDS_JSONL).read_text().splitlines(keepends=True)
+    (out / RECORDS_JSONL).write_text("".join(lines[:2]) + lines[2][:20])
+    calls = len(env.requests)
+    _stream(dataset, out, "--systems", "living", "--limit", "3")
+    again = read_records_jsonl(out / RECORDS_JSONL)
+    assert sorted(r.position for r in again) == [0, 1, 2]
+    assert [r.question_id for r in again[:2]] == [r.question_id for r in first[:2]]
+    assert len(env.requests) == calls + 1, "only the missing question is answered again"
+    # a different run in the same folder is refused, naming what differs
+    res = runner.invoke(
+        app,
+        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet"],
+    )
+    assert res.exit_code != 0 and "differs in" in str(res.exception) and "systems" in str(res.exception)
+
+
+def test_bad_options_are_named() -> None:
+    with pytest.raises(InvalidInput, match="unknown system 'lineer'"):
+        parse_systems("lineer,living")
+    with pytest.raises(InvalidInput, match="unknown ablation 'fuse'"):
+        parse_systems("living", "fuse")
+    assert parse_systems("linear,living", "fusion,gate") == ("linear", "living", "living-no-fusion", "living-no-gate")
