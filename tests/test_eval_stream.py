@@ -125,6 +125,12 @@ def test_stream_resumes_without_duplicates(env: OpenAICompatServer, dataset: Pat
     assert sorted(r.position for r in again) == [0, 1, 2]
     assert [r.question_id for r in again[:2]] == [r.question_id for r in first[:2]]
     assert len(env.requests) == calls + 1, "only the missing question is answered again"
+    # raising --limit extends the run: the first positions are the same computation
+    calls = len(env.requests)
+    _stream(dataset, out, "--systems", "living", "--limit", "4")
+    extended = read_records_jsonl(out / RECORDS_JSONL)
+    assert sorted(r.position for r in extended) == [0, 1, 2, 3]
+    assert len(env.requests) == calls + 1
     # a different run in the same folder is refused, naming what differs
     res = runner.invoke(
         app,

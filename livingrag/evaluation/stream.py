@@ -257,26 +257,52 @@ class StreamRun:
     def records_path(self) -> Path:
         return self.out_dir / RECORDS_JSONL
 
-    def _check_resume(self) -> list[QueryRecord]:
+    def _check_resume(self) -> tuple[list[QueryRecord], list[Any] | None]:
+        """Records already written and the run whose experiences the store holds (``store_owner``).
+
+        A run may be resumed, or extended to more questions (``--limit`` raised, one order, the
+        earlier questions a prefix of the new ones: the first positions are the same computation).
+        """
         run_file = self.out_dir / RUN_JSON
         if not run_file.exists():
             if self.records_path.exists() and self.records_path.stat().st_size > 0:
                 raise InvalidInput(f"{self.records_path} exists without {RUN_JSON}; use an empty --out folder")
-            return []
+            return [], None
         try:
             earlier = json.loads(run_file.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise InvalidInput(f"{run_file}: cannot read it ({exc}); use an empty --out folder") from None
         mine = self.config.identity()
         diff = [k for k in mine if earlier.get(k) != mine[k]]
-        if diff:
+        old_ids, new_ids = list(earlier.get("question_ids") or []), mine["question_ids"]
+        extends = (
+            set(diff) <= {"limit", "question_ids"}
+            and self.config.orders == 1
+            and len(old_ids) <= len(new_ids)
+            and new_ids[: len(old_ids)] == old_ids
+        )
+        if diff and not extends:
             raise InvalidInput(
                 f"--out {self.out_dir} holds a different run (differs in {', '.join(diff)}); "
                 "use another --out folder, or --fresh to start over"
             )
+        if diff:
+            self.log(f"extending the run from {len(old_ids)} to {len(new_ids)} questions")
         if not self.records_path.exists():
-            return []
-        return read_records_jsonl(self.records_path, allow_truncated_tail=True)
+            return [], None
+        return read_records_jsonl(self.records_path, allow_truncated_tail=True), earlier.get("store_owner")
+
+    def _save_state(self, store_owner: list[Any] | None) -> None:
+        state = self.config.identity() | {"store_owner": store_owner}
+        tmp = self.out_dir / (RUN_JSON + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.out_dir / RUN_JSON)
+
+    def _rewrite_records(self, records: list[QueryRecord]) -> None:
+        """Rewrite records.jsonl (without a torn last line), so appends start on a clean line."""
+        tmp = self.records_path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
+        tmp.replace(self.records_path)
 
     def run(self, *, fresh: bool = False) -> list[QueryRecord]:
         """Answer every stream (resuming what ``out_dir`` already holds) and return all records."""
@@ -287,15 +313,19 @@ class StreamRun:
         if fresh:
             for name in (RECORDS_JSONL, RUN_JSON):
                 (self.out_dir / name).unlink(missing_ok=True)
-        records = self._check_resume()
-        # rewrite the records file without a truncated tail, so appends start on a clean line
-        if records:
-            tmp = self.records_path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
-            tmp.replace(self.records_path)
-        (self.out_dir / RUN_JSON).write_text(json.dumps(self.config.identity(), indent=2) + "\n")
-        done = {r.key for r in records}
+        records, store_owner = self._check_resume()
         orders = stream_orders(len(self.dataset.questions), self.config.orders, self.config.seed)
+        # a partial run of a system that writes experiences resumes only on its own store; any other
+        # partial run is started over (its records are dropped), so that every run stays exact
+        started = {(r.system, r.order) for r in records}
+        for system, o in started:
+            n_done = sum(1 for r in records if r.system == system and r.order == o)
+            if system != SYSTEM_LINEAR and n_done < len(orders[o]) and [system, o] != store_owner:
+                self.log(f"{system}, order {o}: the store no longer holds its experiences; starting it over")
+                records = [r for r in records if (r.system, r.order) != (system, o)]
+        self._rewrite_records(records)
+        self._save_state(store_owner)
+        done = {r.key for r in records}
 
         db = Database(self.settings.db)
         try:
@@ -338,9 +368,11 @@ class StreamRun:
         from livingrag.pipeline.modes import Mode
 
         mode = Mode.from_system(system)
-        if not resume:
+        if mode.write and not resume:
             with rag.db.tenant_session(corpus.tenant_id) as s:
                 experience_repo.delete_corpus_experiences(s, corpus.corpus_id)
+        if mode.write:
+            self._save_state([system, o])
         self.log(
             f"{system}, order {o}: {len(todo)} question(s)" + (" (resumed)" if resume else ", empty experience store")
         )
