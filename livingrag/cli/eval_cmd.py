@@ -49,6 +49,12 @@ def stream(
     ),
     judge: str = typer.Option("none", "--judge", help="LLM-Acc judge: none or configured (the configured LLM)."),
     tenant: str = typer.Option("eval", "--tenant", help="Tenant that owns the evaluation corpora (created)."),
+    corpus: str | None = typer.Option(
+        None,
+        "--corpus",
+        help="Corpus to index the dataset into (default eval-<dataset>); an existing corpus that already holds "
+        "the dataset's documents (e.g. the retrieval benchmark's bench-<dataset>) is reused without re-indexing.",
+    ),
     fresh: bool = typer.Option(False, "--fresh", help="Discard the records already in --out and start over."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
@@ -78,7 +84,7 @@ def stream(
         seed=seed,
         limit=limit,
         tenant=tenant,
-        corpus=f"eval-{dataset}",
+        corpus=corpus or f"eval-{dataset}",
         concurrency=concurrency,
         judge=judge_obj.name if judge_obj else None,
         question_ids=tuple(q.id for q in data.questions),
