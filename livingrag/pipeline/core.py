@@ -338,6 +338,28 @@ class LivingRAG:
             job.future.set_exception(WritebackDropped(reason))
 
     def _on_error(self, job: _Job, exc: BaseException) -> None:
+        """A write-back that raised (the store records its own failures as ``error`` decisions;
+        this catches what it lets through, e.g. a verifier that cannot be built): logged as an
+        ``error`` decision too, so that every answered query has its write-back outcome."""
+        c = job.candidate
+        try:
+            with self.db.tenant_session(c.tenant_id) as s:
+                experience_repo.insert_writeback_log(
+                    s,
+                    tenant_id=c.tenant_id,
+                    corpus_id=c.corpus_id,
+                    query=str(c.query or ""),
+                    decision="error",
+                    novelty=None,
+                    grounding=None,
+                    verifier=None,
+                    reason=f"{type(exc).__name__}: {exc}"[:2000],
+                    timings={},
+                    details={"error_type": type(exc).__name__, "stage": "write_back"},
+                    query_log_id=c.query_log_id,
+                )
+        except Exception:
+            log.warning("could not log the failed write-back", exc_info=True)
         if not job.future.done():
             job.future.set_exception(exc)
 
