@@ -266,7 +266,13 @@ class LivingRAG:
         if m.write and use_experience:
             future = Future()
             candidate = ExperienceCandidate.from_retrieval(
-                tenant_id, info.id, result, explanation=gen.explanation, answer=gen.answer, query_log_id=log_id
+                tenant_id,
+                info.id,
+                result,
+                explanation=gen.explanation,
+                answer=gen.answer,
+                corpus_version=result.encoding.graph_version,
+                query_log_id=log_id,
             )
             if not gen.answer.strip():
                 self._on_drop(_Job(candidate, m.gated, future), "the model gave no answer")
