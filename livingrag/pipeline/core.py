@@ -261,6 +261,10 @@ class LivingRAG:
                 passage_ids=passage_ids,
             )
         lat["log"] = _ms(t)
+        # the answer waits for the query log too: total and overhead include it (the logged row
+        # holds the times up to its own insert)
+        lat["total"] = _ms(t0)
+        lat["overhead"] = lat["total"] - lat["llm"]
 
         future: Future[WriteBackResult] | None = None
         if m.write and use_experience:
