@@ -38,6 +38,7 @@ from livingrag.experience.types import (
 )
 from livingrag.generation.llm import LLM, Completion
 from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
+from livingrag.models.threads import set_torch_threads
 from livingrag.pipeline.modes import Mode
 from livingrag.pipeline.writeback import WritebackWorker
 from livingrag.retrieval.retriever import Retriever
@@ -209,6 +210,10 @@ class LivingRAG:
         match: MatchResult | None = None
         if m.read and use_experience:
             t = time.perf_counter()
+            # the scaffold's template similarity embeds on this thread: with torch's default (one
+            # thread per core) its OpenMP workers spin on a small, busy machine (measured on 2 cores:
+            # 265 ms p50 for two short texts); query encoding uses the same setting
+            set_torch_threads(r.params.query_threads)
             match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
             lat["match"] = _ms(t)
         fuse = match is not None and m.fusion and match.fusion_applied
