@@ -528,3 +528,58 @@ def test_store_without_verifier_or_encoder_resolves_the_offline_verifier(
         wb = a.writeback.result(timeout=120)  # type: ignore[union-attr]
     assert wb.verifier == "offline" and wb.decision in ("stored", "rejected_grounding")
     assert wb.grounding is not None
+
+
+# ---------------------------------------------------------------- one forward pass for question and template
+
+
+class CountingEncoder:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        return self.inner.encode(texts)
+
+
+def test_question_template_is_embedded_with_the_question(
+    clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    from livingrag.experience.template import mask
+
+    tenant_id, corpus = clean
+    r = make_rag().retriever(tenant_id, corpus)
+    enc = r.encode(Q1, template=mask)
+    assert enc.template_text == mask(Q1, enc.mentions) and "[ENT]" in enc.template_text
+    alone = r.embedder.encode([enc.template_text])[0]
+    assert float(alone @ enc.template_embedding) > 0.9999
+    plain = r.encode(Q1)
+    assert plain.template_text is None and plain.template_embedding is None
+    assert float(plain.embedding @ enc.embedding) > 0.9999
+    assert plain.mentions == enc.mentions and plain.base_activation == enc.base_activation
+    # nothing for the gazetteer: NER decides the mentions afterwards, so no template is embedded early
+    assert r.encode("what is this about?", template=mask).template_text is None
+
+
+def test_living_answer_embeds_nothing_extra_for_the_scaffold(
+    db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo]
+) -> None:
+    """The stored experience's template was cached at write-back and the question's came with the
+    question's own forward pass: scaffold selection calls the encoder no more."""
+    from livingrag.models.embedder import get_embedder
+
+    tenant_id, corpus = clean
+    settings = make_settings(server.base_url, "offline")
+    m = settings.models
+    encoder = CountingEncoder(get_embedder(m.embedding_model, m.device, m.embedding_batch_size))
+    slow = GatedVerifier(delay_s=60)
+    slow.release.set()
+    with LivingRAG(settings, db=db, store=ExperienceStore(db, settings, encoder=encoder, verifier=slow)) as rag:
+        e1 = store_first(rag, tenant_id, corpus)
+        assert encoder.calls == 1  # its template, cached on the write-back thread
+        slow.release.clear()  # hold the next write-back in its verifier
+        a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+        assert a.scaffold_id == e1 and a.scaffold is not None and a.scaffold.template_similarity > 0.5
+        assert encoder.calls == 1
+        slow.release.set()

@@ -280,8 +280,14 @@ class ExperienceStore:
         are cached in memory (LRU), never stored."""
         query_template = mask(encoding.question, encoding.mentions)
         missing = [r for r in rows if r.id not in self._templates]
-        texts = [query_template] + [r.query_template or mask(r.query, None) for r in missing]
-        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64)
+        texts = [r.query_template or mask(r.query, None) for r in missing]
+        given = encoding.template_embedding if encoding.template_text == query_template else None
+        if given is None:  # not embedded with the question (see Retriever.encode's ``template``)
+            texts.insert(0, query_template)
+        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64) if texts else np.zeros((0, 1))
+        if given is not None:
+            q = np.asarray(given, dtype=np.float64).reshape(1, -1)
+            vecs = np.vstack([q, vecs]) if len(texts) else q
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         vecs = vecs / np.where(norms > 0, norms, 1.0)
         cap = self.exp.template_cache_size

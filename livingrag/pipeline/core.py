@@ -29,6 +29,7 @@ from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.store import ExperienceStore
+from livingrag.experience.template import mask
 from livingrag.experience.types import (
     ExperienceCandidate,
     MatchedExperience,
@@ -204,7 +205,8 @@ class LivingRAG:
         tenant_id, info = self.resolve(tenant, corpus)
         r = self.retriever(tenant_id, info)
         t = time.perf_counter()
-        enc = r.encode(q)
+        # living mode embeds the question's template (eq. 11) in the question's forward pass
+        enc = r.encode(q, template=mask if (m.read and use_experience) else None)
         lat["encode"] = _ms(t)
 
         match: MatchResult | None = None
