@@ -583,3 +583,27 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
         assert a.scaffold_id == e1 and a.scaffold is not None and a.scaffold.template_similarity > 0.5
         assert encoder.calls == 1
         slow.release.set()
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def test_bench_pipeline_on_a_tiny_dataset(db: Database, tmp_path: Any) -> None:
+    from livingrag.pipeline.bench import format_report, run_pipeline_bench
+    from livingrag.retrieval.bench import BenchDataset, BenchQuestion
+    from tests.corpus_support import QUESTIONS
+
+    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
+    questions = [BenchQuestion(q, ()) for q, _ in QUESTIONS] * 2
+    data = BenchDataset("tiny", docs, questions)
+    settings = get_settings(db={"data_dir": tmp_path}, gates={"verifier": "none"})
+    out = run_pipeline_bench(db, settings, data, tenant=f"bench-{uuid.uuid4().hex[:8]}", limit=None, warmup=1)
+    assert out["questions"] == 6 and out["llm"] == "loopback" and out["mode"] == "living"
+    for k in ("overhead", "total", "llm", "encode", "match", "retrieve", "prompt", "log"):
+        assert out[f"{k}_ms_p50"] > 0 and out[f"{k}_ms_p95"] >= out[f"{k}_ms_p50"], k
+    assert out["overhead_ms_p50"] < out["total_ms_p50"]
+    assert sum(out["writeback_decisions"].values()) == 6
+    assert out["writeback_decisions"].get("stored", 0) >= 3  # three distinct questions, then repeats
+    assert out["questions_fused"] >= 3  # the repeats at least meet their first answer's experience
+    assert out["settings"]["llm"]["provider"] == "openai" and out["settings"]["gates"]["verifier_resolved"] == "none"
+    assert "overhead p50" in format_report(out)
