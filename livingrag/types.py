@@ -52,6 +52,10 @@ class QueryEncoding:
     """Optional cache: cos(question, passage) for every passage of graph version ``graph_version``
     (the retriever computes it while NER runs and reuses it in ``retrieve``)."""
     graph_version: int | None = None
+    template_text: str | None = None
+    """The question template (eq. 11) embedded with the question when the caller asked for it."""
+    template_embedding: Any = field(default=None, repr=False, compare=False)
+    """Its embedding (np.ndarray (dim,), unit norm), from the same forward pass as ``embedding``."""
 
 
 @dataclass(frozen=True)

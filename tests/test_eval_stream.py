@@ -15,7 +15,7 @@ from livingrag.demo.run import demo_corpus_path, demo_questions
 from livingrag.errors import InvalidInput
 from livingrag.evaluation.records import read_records_jsonl
 from livingrag.evaluation.stream import RECORDS_JSONL, parse_systems
-from tests.openai_compat_server import OpenAICompatServer
+from livingrag.testing.openai_server import OpenAICompatServer
 
 runner = CliRunner()
 pytestmark = [pytest.mark.db, pytest.mark.slow]

@@ -235,3 +235,14 @@ def test_offline_verifier_with_no_passages(embedder) -> None:  # type: ignore[no
     out = v.verify([Claim("Orla Brennick was born in Galway.")], [])
     assert [x.score for x in out] == [0.0] and out[0].passage_id is None
     assert np.isfinite([x.score for x in out]).all()
+
+
+def test_offline_tokens_are_never_empty() -> None:
+    """Regression (found by `livingrag bench pipeline` on 2Wiki): a bare "n't" token gave an empty
+    word, and content_words() crashed on it, turning the write-back into an error decision."""
+    from livingrag.experience.verifiers.offline import content_words, words
+
+    assert words("n't") == ["n't"]
+    assert words("it isn't") == ["it", "is", "n't"]
+    assert "" not in words("didn 't and n't 's")
+    assert {"ireland", "win"} <= content_words("Ireland didn 't n't win")

@@ -15,7 +15,7 @@ from livingrag.errors import ConfigError, LLMError, LLMTimeout, LLMUnavailable
 from livingrag.generation.llm import LLM, Completion
 from livingrag.generation.providers import build_llm
 from livingrag.generation.providers.openai_provider import OpenAICompatibleLLM
-from tests.openai_compat_server import OpenAICompatServer, Step, reply_for
+from livingrag.testing.openai_server import OpenAICompatServer, Step, reply_for
 
 MESSAGES = [
     {"role": "system", "content": "You answer briefly."},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -13,6 +14,7 @@ app = typer.Typer(
     + examples(
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench store --experiences 100000",
+        "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
     ),
     no_args_is_help=True,
 )
@@ -53,3 +55,53 @@ def store(
         print_json(report)
     else:
         console.print(format_report(report), highlight=False)
+
+
+@app.command(
+    help="Benchmark the answer pipeline's own overhead outside the LLM call (p50/p95 of total minus LLM, and of "
+    "encode, match, retrieve, prompt and query log) on a multi-hop QA corpus: index it if needed (tenant 'bench', "
+    "as `bench retrieval` does), clear its experiences, then run the questions through LivingRAG in living mode, "
+    "awaiting each write-back so that matching sees the store grow. The LLM is a deterministic OpenAI-compatible "
+    "server on loopback started in-process (through the real openai provider), or --llm configured."
+    + examples(
+        "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
+        "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir DATA --limit 50 --llm configured --json",
+    )
+)
+def pipeline(
+    dataset: str = typer.Option(..., "--dataset", help="2wikimultihopqa, musique or hotpotqa."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="The dataset's folder (as in ../shared/datasets)."),
+    limit: int = typer.Option(200, "--limit", min=1, help="Questions to run (the first N)."),
+    llm: str = typer.Option("loopback", "--llm", help="loopback (in-process test server) or configured."),
+    tenant: str = typer.Option("bench", "--tenant", help="Tenant that owns the benchmark corpora (created)."),
+    keep_store: bool = typer.Option(False, "--keep-store", help="Start from the experiences already stored."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from livingrag.cli.common import err_console, open_database
+    from livingrag.corpus.progress import NullProgress, RichProgress
+    from livingrag.errors import InvalidInput
+    from livingrag.pipeline.bench import format_report, run_pipeline_bench
+    from livingrag.retrieval.bench import load_dataset
+
+    if llm not in ("loopback", "configured"):
+        raise InvalidInput(f"unknown --llm {llm!r}; use loopback or configured")
+    settings = load_settings()
+    data = load_dataset(dataset, data_dir)
+    progress = NullProgress() if quiet else RichProgress(err_console)
+    with open_database(settings) as db:
+        out = run_pipeline_bench(
+            db,
+            settings,
+            data,
+            tenant=tenant,
+            limit=limit,
+            llm=llm,  # type: ignore[arg-type]
+            keep_store=keep_store,
+            progress=progress,
+            log=None if quiet else (lambda msg: err_console.print(f"[dim]{msg}[/dim]")),
+        )
+    if as_json:
+        print_json(out)
+    else:
+        console.print(format_report(out), highlight=False)

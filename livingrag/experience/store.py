@@ -280,8 +280,14 @@ class ExperienceStore:
         are cached in memory (LRU), never stored."""
         query_template = mask(encoding.question, encoding.mentions)
         missing = [r for r in rows if r.id not in self._templates]
-        texts = [query_template] + [r.query_template or mask(r.query, None) for r in missing]
-        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64)
+        texts = [r.query_template or mask(r.query, None) for r in missing]
+        given = encoding.template_embedding if encoding.template_text == query_template else None
+        if given is None:  # not embedded with the question (see Retriever.encode's ``template``)
+            texts.insert(0, query_template)
+        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64) if texts else np.zeros((0, 1))
+        if given is not None:
+            q = np.asarray(given, dtype=np.float64).reshape(1, -1)
+            vecs = np.vstack([q, vecs]) if len(texts) else q
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         vecs = vecs / np.where(norms > 0, norms, 1.0)
         cap = self.exp.template_cache_size
@@ -457,7 +463,25 @@ class ExperienceStore:
             timings["insert_ms"] = _ms(t6)
             timings["total_ms"] = _ms(t0)
             log_id = self._log(s, c, "stored", ns2, gs, resolved, details, timings, exp_id, None)
+        self._warm_template(exp_id, new.query_template)
         return WriteBackResult("stored", ns2, gs, resolved.name, exp_id, log_id, None, verdicts, timings)
+
+    def _warm_template(self, experience_id: int, template: str | None) -> None:
+        """Embed a just-stored experience's template into the cache of eq. 12 now, on the write-back
+        thread, so that the next query that meets it does not pay for it on its answer path."""
+        if not template or self.exp.scaffold_lambda <= 0 or self.exp.template_cache_size == 0:
+            return
+        try:
+            vec = np.asarray(self.encoder.encode([template]), dtype=np.float64)[0]
+        except Exception as exc:  # the cache is an optimisation: matching embeds it when missing
+            log.warning("could not embed the template of experience %s: %s", experience_id, exc)
+            return
+        norm = float(np.linalg.norm(vec))
+        with self._lock:
+            self._templates[experience_id] = vec / norm if norm > 0 else vec
+            self._templates.move_to_end(experience_id)
+            while len(self._templates) > self.exp.template_cache_size:
+                self._templates.popitem(last=False)
 
     def _decide(
         self,

@@ -29,6 +29,7 @@ from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.store import ExperienceStore
+from livingrag.experience.template import mask
 from livingrag.experience.types import (
     ExperienceCandidate,
     MatchedExperience,
@@ -38,6 +39,7 @@ from livingrag.experience.types import (
 )
 from livingrag.generation.llm import LLM, Completion
 from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
+from livingrag.models.threads import set_torch_threads
 from livingrag.pipeline.modes import Mode
 from livingrag.pipeline.writeback import WritebackWorker
 from livingrag.retrieval.retriever import Retriever
@@ -213,12 +215,17 @@ class LivingRAG:
         r = self.retriever(tenant_id, info)
         lat["setup"] = _ms(t0)  # name resolution; the first query of a corpus also loads its models
         t = time.perf_counter()
-        enc = r.encode(q)
+        # living mode embeds the question's template (eq. 11) in the question's forward pass
+        enc = r.encode(q, template=mask if (m.read and use_experience) else None)
         lat["encode"] = _ms(t)
 
         match: MatchResult | None = None
         if m.read and use_experience:
             t = time.perf_counter()
+            # the scaffold's template similarity embeds on this thread: with torch's default (one
+            # thread per core) its OpenMP workers spin on a small, busy machine (measured on 2 cores:
+            # 265 ms p50 for two short texts); query encoding uses the same setting
+            set_torch_threads(r.params.query_threads)
             match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
             lat["match"] = _ms(t)
         fuse = match is not None and m.fusion and match.fusion_applied
@@ -271,6 +278,8 @@ class LivingRAG:
                 passage_ids=passage_ids,
             )
         lat["log"] = _ms(t)
+        # the answer waits for the query log too: total and overhead include it (the logged row
+        # holds the times up to its own insert); setup (first-query model loading) is left out
         lat["total"] = _ms(t0)
         lat["overhead"] = lat["total"] - lat["llm"] - lat["setup"]
 
@@ -278,7 +287,13 @@ class LivingRAG:
         candidate: ExperienceCandidate | None = None
         if m.write and use_experience:
             candidate = ExperienceCandidate.from_retrieval(
-                tenant_id, info.id, result, explanation=gen.explanation, answer=gen.answer, query_log_id=log_id
+                tenant_id,
+                info.id,
+                result,
+                explanation=gen.explanation,
+                answer=gen.answer,
+                corpus_version=result.encoding.graph_version,
+                query_log_id=log_id,
             )
             if not defer_writeback:
                 future = self._submit(candidate, m.gated)
@@ -366,6 +381,28 @@ class LivingRAG:
             job.future.set_exception(WritebackDropped(reason))
 
     def _on_error(self, job: _Job, exc: BaseException) -> None:
+        """A write-back that raised (the store records its own failures as ``error`` decisions;
+        this catches what it lets through, e.g. a verifier that cannot be built): logged as an
+        ``error`` decision too, so that every answered query has its write-back outcome."""
+        c = job.candidate
+        try:
+            with self.db.tenant_session(c.tenant_id) as s:
+                experience_repo.insert_writeback_log(
+                    s,
+                    tenant_id=c.tenant_id,
+                    corpus_id=c.corpus_id,
+                    query=str(c.query or ""),
+                    decision="error",
+                    novelty=None,
+                    grounding=None,
+                    verifier=None,
+                    reason=f"{type(exc).__name__}: {exc}"[:2000],
+                    timings={},
+                    details={"error_type": type(exc).__name__, "stage": "write_back"},
+                    query_log_id=c.query_log_id,
+                )
+        except Exception:
+            log.warning("could not log the failed write-back", exc_info=True)
         if not job.future.done():
             job.future.set_exception(exc)
 

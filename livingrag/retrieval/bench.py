@@ -34,8 +34,10 @@ from livingrag.errors import InvalidInput
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
+    from livingrag.corpus.graph import IndexReport
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
+    from livingrag.types import CorpusInfo
 
 DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
 
@@ -128,21 +130,18 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def run_retrieval_bench(
+def ensure_bench_corpus(
     db: Database,
     settings: Settings,
     dataset: BenchDataset,
     *,
     tenant: str = "bench",
-    limit: int | None = None,
     shuffle_seed: int | None = None,
-    preset: str | None = None,
     progress: Progress | None = None,
-    ks: tuple[int, ...] = (2, 5),
-) -> dict[str, Any]:
-    """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
-    from sqlalchemy import text
-
+) -> tuple[int, CorpusInfo, IndexReport, dict[str, Any] | None]:
+    """The dataset's corpus ``bench-<dataset>[-shuffle<seed>]`` of ``tenant`` (both created when
+    missing), indexed if not yet (re-runs index nothing): tenant id, corpus, this run's indexing
+    report and the report of the run that first indexed it (None when this run did)."""
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
     from livingrag.errors import NotFound
@@ -160,10 +159,41 @@ def run_retrieval_bench(
     indexer = service.indexer(db, tenant_id, corpus, settings, progress=progress)
     report = indexer.index_documents(docs)
     first_index = _remember_first_index(settings, name, report.as_dict())
+    return tenant_id, service.get_corpus(db, tenant_id, corpus.id), report, first_index
 
+
+def bench_settings(settings: Settings, dataset: BenchDataset, preset: str | None = None) -> Settings:
+    """A copy of ``settings`` with the retrieval preset of the dataset (or ``preset``; ``custom``
+    when there is no preset of that name)."""
     settings = settings.model_copy(deep=True)
     settings.retrieval.preset = (preset or dataset.name) if (preset or dataset.name) in _preset_names() else "custom"  # type: ignore[assignment]
-    corpus = service.get_corpus(db, tenant_id, corpus.id)
+    return settings
+
+
+def run_retrieval_bench(
+    db: Database,
+    settings: Settings,
+    dataset: BenchDataset,
+    *,
+    tenant: str = "bench",
+    limit: int | None = None,
+    shuffle_seed: int | None = None,
+    preset: str | None = None,
+    progress: Progress | None = None,
+    ks: tuple[int, ...] = (2, 5),
+) -> dict[str, Any]:
+    """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
+    from sqlalchemy import text
+
+    from livingrag.corpus import service
+    from livingrag.corpus.progress import NullProgress
+
+    progress = progress or NullProgress()
+    tenant_id, corpus, report, first_index = ensure_bench_corpus(
+        db, settings, dataset, tenant=tenant, shuffle_seed=shuffle_seed, progress=progress
+    )
+    name = corpus.name
+    settings = bench_settings(settings, dataset, preset)
     retriever = service.retriever(db, tenant_id, corpus, settings)
     t = time.perf_counter()
     graph = retriever.graph()
@@ -287,4 +317,13 @@ def _remember_first_index(settings: Settings, corpus: str, report: dict[str, Any
     return json.loads(path.read_text()) if path.exists() else None
 
 
-__all__ = ["DATASETS", "BenchDataset", "BenchQuestion", "load_dataset", "peak_rss_mb", "run_retrieval_bench"]
+__all__ = [
+    "DATASETS",
+    "BenchDataset",
+    "BenchQuestion",
+    "bench_settings",
+    "ensure_bench_corpus",
+    "load_dataset",
+    "peak_rss_mb",
+    "run_retrieval_bench",
+]

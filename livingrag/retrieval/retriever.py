@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -117,11 +117,22 @@ class Retriever:
 
     # ------------------------------------------------------------------ encode
 
-    def encode(self, question: str, *, graph: CorpusGraph | None = None) -> QueryEncoding:
+    def encode(
+        self,
+        question: str,
+        *,
+        graph: CorpusGraph | None = None,
+        template: Callable[[str, tuple[str, ...]], str] | None = None,
+    ) -> QueryEncoding:
         """Mentions, question embedding and seed entities (a_base) for ``question``.
 
         Mentions: the gazetteer's exact entity spans, plus the extractor's (spaCy NER) mentions
         when ``question_ner`` is "always", or "fallback" and the gazetteer found nothing.
+
+        ``template`` (question, mentions) -> text: when the mentions are known from the gazetteer
+        alone (no NER needed), that text is embedded in the same forward pass as the question
+        (the experience store's question template, eq. 11-12) and returned as
+        ``template_text`` / ``template_embedding``; otherwise both are None.
 
         timings (ms): ``ner`` (0 when skipped), ``embed`` (question, in a worker thread),
         ``mention_embed`` (only for mentions without an exact name match), ``link`` and
@@ -129,16 +140,37 @@ class Retriever:
         """
         question = question.strip()
         t0 = time.perf_counter()
-        fut = self._pool.submit(self._timed_encode, [question])
-        g = graph or self.graph()
+        mode = self.params.question_ner
+        template_text: str | None = None
+        if template is not None and mode != "always":
+            # find the gazetteer spans first: if they settle the mentions, one forward pass embeds
+            # the question and its template together (a second pass costs a whole one on a CPU)
+            g = graph or self.graph()
+            t_link = time.perf_counter()
+            spans = (
+                gazetteer_mentions(question, g.key_to_entity, normalize_entity)
+                if self.params.question_gazetteer
+                else []
+            )
+            if spans or mode == "never":
+                known = merge_mentions(question, [], spans, g.key_to_entity, normalize_entity)
+                template_text = template(question, tuple(known))
+            link_ms = (time.perf_counter() - t_link) * 1000
+            texts = [question] if template_text is None else [question, template_text]
+            fut = self._pool.submit(self._timed_encode, texts)
+        else:
+            fut = self._pool.submit(self._timed_encode, [question])
+            g = graph or self.graph()
         # dense passage scores in the worker thread too, after the embedding
         fut_dense = self._pool.submit(self._timed_dense, fut, g)
-        t_link = time.perf_counter()
-        spans = (
-            gazetteer_mentions(question, g.key_to_entity, normalize_entity) if self.params.question_gazetteer else []
-        )
-        link_ms = (time.perf_counter() - t_link) * 1000
-        mode = self.params.question_ner
+        if template is None or mode == "always":
+            t_link = time.perf_counter()
+            spans = (
+                gazetteer_mentions(question, g.key_to_entity, normalize_entity)
+                if self.params.question_gazetteer
+                else []
+            )
+            link_ms = (time.perf_counter() - t_link) * 1000
         ner_mentions: list[str] = []
         ner_ms = 0.0
         if mode == "always" or (mode == "fallback" and not spans):
@@ -197,6 +229,8 @@ class Retriever:
             timings=timings,
             passage_scores=_DenseScores(g.corpus_id, g.version, dense, weakref.ref(g), time.monotonic()),
             graph_version=g.version,
+            template_text=template_text,
+            template_embedding=q_vecs[1] if template_text is not None else None,
         )
 
     @staticmethod

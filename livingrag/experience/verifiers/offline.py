@@ -70,9 +70,11 @@ def words(text: str) -> list[str]:
         if t.endswith("'s"):
             t = t[:-2]
         if t.endswith("n't"):
-            out.append(t[:-3])
+            if t[:-3]:  # a bare "n't" (e.g. "didn 't" split by the text) has no stem
+                out.append(t[:-3])
             t = "n't"
-        out.append(t)
+        if t:
+            out.append(t)
     return out
 
 

@@ -1,20 +1,27 @@
-"""A small, real OpenAI-compatible HTTP server for tests: ``POST /v1/chat/completions`` on loopback.
+"""A small, real OpenAI-compatible HTTP server for tests and benchmarks: ``POST /v1/chat/completions``
+on loopback.
 
-It answers deterministically (``Answer: <last user message, reversed word order>``), reports
-usage as word counts, and follows a script of per-request behaviours so that tests can provoke
-HTTP errors, missing usage and slow answers. It records every request it received and the
-largest number of requests it was serving at once.
+It answers deterministically (by default ``Answer: <last user message, reversed word order>``;
+``responder`` replaces that, e.g. :func:`qa_reply`, which answers a QA prompt from its first
+passage), reports usage as word counts, and follows a script of per-request behaviours so that
+tests can provoke HTTP errors, missing usage and slow answers. It records every request it received
+and the largest number of requests it was serving at once (``record=False`` keeps no requests, for
+long benchmark runs).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+Responder = Callable[[list[dict[str, Any]]], str]
 
 
 @dataclass
@@ -36,6 +43,21 @@ def reply_for(messages: list[dict[str, Any]]) -> str:
     return "Answer: " + " ".join(reversed(words))
 
 
+_PASSAGE = re.compile(r"^\[1\] (?P<title>[^\n]*)\n(?P<text>[^\n]*)", re.M)
+
+
+def qa_reply(messages: list[dict[str, Any]]) -> str:
+    """A reply in the QA prompt's format, answered from the first numbered passage: ``Thought: <the
+    passage's first sentence>`` then ``Answer: <the passage's title>`` (``Answer: unknown`` when the
+    prompt has no passage). Deterministic, short and grounded in the passages."""
+    user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    m = _PASSAGE.search(user[-1] if user else "")
+    if m is None:
+        return "Thought: the passages say nothing about it.\nAnswer: unknown"
+    first = re.split(r"(?<=[.!?])\s", m.group("text").strip(), maxsplit=1)[0]
+    return f"Thought: {first}\nAnswer: {m.group('title').strip() or 'unknown'}"
+
+
 def words(text: str) -> int:
     return len(text.split())
 
@@ -43,8 +65,11 @@ def words(text: str) -> int:
 class OpenAICompatServer:
     """Start with ``with OpenAICompatServer() as srv:``; ``srv.base_url`` ends in ``/v1``."""
 
-    def __init__(self, *, default_delay_s: float = 0.0) -> None:
+    def __init__(self, *, default_delay_s: float = 0.0, responder: Responder = reply_for, record: bool = True) -> None:
         self.default = Step(delay_s=default_delay_s)
+        self.responder = responder
+        self.record = record
+        self.served = 0
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -60,7 +85,11 @@ class OpenAICompatServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
-                    server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
+                    server.served += 1
+                    if server.record:
+                        server.requests.append(
+                            {"path": self.path, "body": body, "auth": self.headers.get("authorization")}
+                        )
                     step = server.script.popleft() if server.script else server.default
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -102,9 +131,9 @@ class OpenAICompatServer:
 
     def _completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
         messages = body.get("messages") or []
-        text = reply_for(messages)
+        text = self.responder(messages)
         out: dict[str, Any] = {
-            "id": f"chatcmpl-{len(self.requests)}",
+            "id": f"chatcmpl-{self.served}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "unknown"),

@@ -1,0 +1,133 @@
+"""``livingrag ask --json`` and ``livingrag demo --json`` end to end: real PostgreSQL, the packaged
+retrieval models, and the loopback OpenAI-compatible server as the LLM, configured through the
+environment exactly as a user would (``LIVINGRAG_LLM__PROVIDER=openai``, ``..._BASE_URL``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from livingrag.cli.main import app
+from livingrag.config import get_settings
+from livingrag.corpus import service
+from livingrag.corpus.ingest import Document
+from livingrag.db.engine import Database
+from livingrag.errors import InvalidInput, NotFound
+from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
+from tests.corpus_support import CORPUS
+
+pytestmark = [pytest.mark.db, pytest.mark.slow]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OpenAICompatServer]:
+    with OpenAICompatServer(responder=qa_reply) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def corpus_tenant(db: Database) -> tuple[int, str]:
+    """A tenant (its name) with the small test corpus indexed as ``small``."""
+    name = f"ask-{uuid.uuid4().hex[:8]}"
+    tenant_id, _ = service.ensure_tenant(db, name)
+    settings = get_settings()
+    corpus = service.create_corpus(db, tenant_id, "small", settings)
+    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
+    service.indexer(db, tenant_id, corpus, settings).index_documents(docs)
+    return tenant_id, name
+
+
+@pytest.fixture
+def llm_env(database_url: str, server: OpenAICompatServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVINGRAG_DB__URL", database_url)
+    monkeypatch.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("LIVINGRAG_LLM__BASE_URL", server.base_url)
+    monkeypatch.setenv("LIVINGRAG_LLM__MODEL", "loopback-qa")
+    monkeypatch.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
+    monkeypatch.setenv("LIVINGRAG_GATES__VERIFIER", "offline")
+
+
+def ask(*args: str) -> dict[str, Any]:
+    res = runner.invoke(app, ["ask", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_ask_json_living_reuse_and_linear(
+    llm_env: None, db: Database, corpus_tenant: tuple[int, str], server: OpenAICompatServer
+) -> None:
+    tenant_id, tenant = corpus_tenant
+    first = ask("--tenant", tenant, "--corpus", "small", "Where was the director of Silver Harbor born?")
+    assert first["system"] == "living"
+    assert first["answer"] == first["passages"][0]["title"]  # the loopback server answers with passage [1]
+    assert first["prompt_tokens"] > 0 and first["completion_tokens"] > 0 and first["cost_usd"] > 0
+    assert first["latency_ms"]["overhead"] > 0 and first["latency_ms"]["llm"] > 0
+    assert first["fused_experiences"] == [] and first["scaffold"] is None
+    assert first["writeback"]["decision"] == "stored" and first["writeback"]["verifier"] == "offline"
+    exp_id = first["writeback"]["experience_id"]
+
+    second = ask("--tenant", tenant, "--corpus", "small", "In which town was the director of Silver Harbor born?")
+    assert exp_id in [e["id"] for e in second["fused_experiences"]]
+    assert second["scaffold"]["id"] == exp_id
+    assert (
+        "Earlier question: Where was the director of Silver Harbor born?"
+        in (server.requests[-1]["body"]["messages"][-1]["content"])
+    )
+
+    linear = ask("--tenant", tenant, "--corpus", "small", "--mode", "linear", "Who founded the Aurora Quartet?")
+    assert linear["system"] == "linear" and linear["writeback"] is None
+    assert linear["fused_experiences"] == [] and linear["scaffold"] is None
+
+    with db.tenant_session(tenant_id) as s:
+        modes = s.execute(text("SELECT mode FROM query_log ORDER BY id")).scalars().all()
+    assert modes == ["living", "living", "linear"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (["--corpus", "no-such-corpus", "Who founded the Aurora Quartet?"], NotFound, "no-such-corpus"),
+        (["--corpus", "small", "   "], InvalidInput, "question is empty"),
+        (["--corpus", "small", "--no", "rerank", "Who?"], InvalidInput, "unknown ablation 'rerank'"),
+    ],
+)
+def test_ask_refuses_bad_input(
+    llm_env: None,
+    db: Database,
+    corpus_tenant: tuple[int, str],
+    server: OpenAICompatServer,
+    args: list[str],
+    error: type[Exception],
+    message: str,
+) -> None:
+    tenant_id, tenant = corpus_tenant
+    with db.tenant_session(tenant_id) as s:
+        before = s.execute(text("SELECT count(*) FROM query_log")).scalar()
+    n_req = len(server.requests)
+    res = runner.invoke(app, ["ask", "--tenant", tenant, *args, "--json"])
+    assert res.exit_code != 0
+    assert isinstance(res.exception, error) and message in str(res.exception)
+    with db.tenant_session(tenant_id) as s:
+        assert s.execute(text("SELECT count(*) FROM query_log")).scalar() == before
+    assert len(server.requests) == n_req
+
+
+def test_demo_json_with_the_loopback_llm(llm_env: None, server: OpenAICompatServer) -> None:
+    n_req = len(server.requests)
+    res = runner.invoke(app, ["demo", "--limit", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["questions"] == 2 and len(report["rows"]) == 2
+    assert set(report["systems"]) == {"linear", "living"}
+    for system in report["systems"].values():
+        assert system["prompt_tokens"] > 0 and system["completion_tokens"] > 0
+    assert len(server.requests) == n_req + 4  # two questions, each through both systems
+    assert sum(report["writeback"].values()) == 2  # one living write-back per question
+    assert report["verifier"] == "offline"
