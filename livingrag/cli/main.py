@@ -18,6 +18,7 @@ from livingrag.cli import (
     db_cmd,
     demo_cmd,
     retrieve_cmd,
+    serve_cmd,
     tenant_cmd,
 )
 from livingrag.cli.common import err_console, examples
@@ -41,6 +42,7 @@ app.command(name="ask", help=answer_cmd.ASK_HELP)(answer_cmd.ask)
 app.command(name="chat", help=answer_cmd.CHAT_HELP)(answer_cmd.chat)
 app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
 app.add_typer(admin_cmd.app, name="admin")
+app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 app.add_typer(bench_cmd.app, name="bench")
 
