@@ -118,3 +118,24 @@ def running_server(env: dict[str, str], log_path: Path | None = None) -> Iterato
         yield srv
     finally:
         srv.stop()
+
+
+@contextmanager
+def app_client(db: Any, settings: Settings, *, store: Any = None) -> Iterator[Any]:
+    """An in-process app on the session's database (TestClient); the pipeline is closed afterwards."""
+    from fastapi.testclient import TestClient
+
+    from livingrag.api import create_app
+    from livingrag.pipeline.core import LivingRAG
+
+    rag = LivingRAG(settings, db=db, store=store)
+    try:
+        with TestClient(create_app(settings, db=db, rag=rag)) as client:
+            yield client
+    finally:
+        rag.close(timeout=30)
+
+
+def flush(client: Any) -> None:
+    """Wait for the app's queued write-backs."""
+    assert client.app.state.services.rag.flush(60)

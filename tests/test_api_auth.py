@@ -7,10 +7,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from livingrag.api import create_app
 from livingrag.db.engine import Database
-from livingrag.pipeline.core import LivingRAG
-from tests.api_support import ADMIN_KEY, api_settings, auth
+from tests.api_support import ADMIN_KEY, api_settings, app_client, auth
 from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
@@ -18,12 +16,8 @@ pytestmark = pytest.mark.db
 
 @pytest.fixture(scope="module")
 def client(db: Database, database_url: str) -> Iterator[TestClient]:
-    with OpenAICompatServer() as llm:
-        settings = api_settings(database_url, llm.base_url)
-        rag = LivingRAG(settings, db=db)
-        with TestClient(create_app(settings, db=db, rag=rag)) as c:
-            yield c
-        rag.close()
+    with OpenAICompatServer() as llm, app_client(db, api_settings(database_url, llm.base_url)) as c:
+        yield c
 
 
 def test_health_is_200_with_database_schema_and_models(client: TestClient) -> None:
