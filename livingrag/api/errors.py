@@ -132,7 +132,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = STATUS_CODES.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+        message = str(exc.detail)
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            bad = cause.object[cause.start : cause.start + 1].hex()
+            message = f"the body is not UTF-8 text (byte 0x{bad} at offset {cause.start}); send UTF-8 JSON"
+        elif cause is not None and exc.status_code == 400:
+            message = f"{message}: {type(cause).__name__}: {cause}"[:500]
+        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
