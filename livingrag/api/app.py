@@ -50,6 +50,24 @@ def _load_models(svc: Services) -> None:
         svc.models_error = f"models failed to load: {type(exc).__name__}: {exc}"
 
 
+def _recover_writebacks(svc: Services) -> None:
+    """Log, as dropped, the write-back candidates a crashed process lost (see repositories.recovery)."""
+    from datetime import UTC, datetime, timedelta
+
+    from livingrag.db.repositories.recovery import log_lost_candidates
+
+    now = datetime.now(UTC)
+    try:
+        with svc.db.owner_session() as s:
+            n = log_lost_candidates(
+                s, before=now - timedelta(seconds=svc.settings.api.recovery_grace_s), since=now - timedelta(days=7)
+            )
+        if n:
+            log.warning("%d write-back candidates were lost by a stopped server; logged as dropped", n)
+    except Exception as exc:
+        log.warning("write-back recovery failed: %s", exc)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -76,6 +94,7 @@ def create_app(
             ask_slots=threading.BoundedSemaphore(settings.api.max_inflight),
         )
         app.state.services = svc
+        _recover_writebacks(svc)
         if preload_models:
             threading.Thread(target=_load_models, args=(svc,), name="load-models", daemon=True).start()
         else:
