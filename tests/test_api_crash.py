@@ -87,8 +87,8 @@ def test_kill9_during_writeback_then_restart(db: Database, database_url: str, tm
             assert [r[0] for r in rows] == sorted(ids)
             assert {(r[1], r[2]) for r in rows} == {("dropped", LOST_REASON)}
             # ... and the service works on: a new answer is written back.
-            r = httpx.post(srv.url + "/v1/ask", json={"question": "Who is Elina Saari?", "corpus": cid,
-                                                      "ablations": ["gate"]}, headers=auth(key), timeout=60)  # fmt: skip
+            body = {"question": "Who is Elina Saari?", "corpus": cid, "ablations": ["gate"]}
+            r = httpx.post(srv.url + "/v1/ask", json=body, headers=auth(key), timeout=60)
             assert r.status_code == 200, r.text
             qid = r.json()["query_log_id"]
             _wait(
