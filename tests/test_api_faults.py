@@ -113,7 +113,7 @@ def test_more_questions_than_slots_get_429_not_a_queue(db: Database, database_ur
     with OpenAICompatServer(default_delay_s=1.5) as llm:
         settings = api_settings(database_url, llm.base_url, api={"max_inflight": 2})
         with app_client(db, settings) as client:
-            tid, key = _tenant(db)
+            _, key = _tenant(db)
             cid = seed_corpus(client, key)
             codes: list[int] = []
             lock = threading.Lock()
