@@ -66,8 +66,9 @@ def test_kill9_during_writeback_then_restart(db: Database, database_url: str, tm
                     assert r.status_code == 200 and r.json()["writeback"] == "queued", r.text
                     ids.append(r.json()["query_log_id"])
                 _wait(
-                    lambda: _scalar(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-                    >= 1,
+                    lambda: (
+                        _scalar(db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") >= 1
+                    ),
                     60,
                     "a write-back blocked in its transaction",
                 )
