@@ -105,7 +105,7 @@ def run_load(
             while time.monotonic() < stop_at:
                 i += 1
                 sent = None
-                if add_every and i % add_every == 0:
+                if add_every and (i + n) % add_every == 0:  # clients staggered
                     kind = "add"
                     sent = f"{tag} passage {n}-{i}: Village {n}{i} lies on the river Ostra in the county of Vell."
                     path, body = f"/v1/corpora/{corpus_id}/passages", {"passages": [{"text": sent, "title": sent[:30]}]}
