@@ -167,6 +167,8 @@ def test_wrong_embedding_dimension_is_422_and_writes_nothing(
     body = {"passages": [{"text": "Oslo is a city."}]}
     r = client.post(f"/v1/corpora/{odd.id}/passages", json=body, headers=auth(key))
     _err(r, 422, "3-d", "384-d")
+    r = client.post("/v1/ask", json={"question": "Where is Oslo?", "corpus": odd.id}, headers=auth(key))
+    _err(r, 422, "3-d", "384-d")
     assert _rows(db, tid) == before
 
 
