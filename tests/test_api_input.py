@@ -64,6 +64,8 @@ def _err(r: Any, status: int | tuple[int, ...], *words: str) -> None:
         ({"question": "   \n\t ", "corpus": 1}, ("question is empty",)),
         ({"question": "x" * 5000, "corpus": 1}, ("5000", "4000")),
         ({"question": "who\x00am I", "corpus": 1}, ("NUL",)),
+        ({"question": "Who?", "corpus": "wi\x00ki"}, ("corpus", "NUL")),
+        ({"question": "Who?", "corpus": "w" * 300}, ("corpus",)),
         ({"question": 123, "corpus": 1}, ("question",)),
         ({"question": ["a"], "corpus": 1}, ("question",)),
         ({"corpus": 1}, ("question", "required")),
@@ -95,6 +97,8 @@ def test_unparseable_bodies_are_4xx_naming_the_problem(client: TestClient, tenan
     _err(client.post("/v1/ask", content=b'{"question": "caf\xe9", "corpus": 1}', headers=h), 400, "UTF-8", "0xe9")
     _err(client.post("/v1/ask", content=b'{"question": "x", ', headers=h), 422, "JSON")
     _err(client.post("/v1/ask", content=b"", headers=h), 422, "body", "required")
+    lone = b'{"question": "\\ud800 who?", "corpus": %d}' % cid  # valid JSON, not storable text
+    _err(client.post("/v1/ask", content=lone, headers=h), 422, "question", "unicode")
     _err(client.post(f"/v1/corpora/{cid}/passages", content=b"\xff\xfe\x00", headers=h), 400, "UTF-8")
 
 
@@ -122,7 +126,8 @@ def test_huge_bodies_are_413_before_parsing(client: TestClient, tenant_key: tupl
         ({"passages": [{"title": "no text"}]}, ("passages.0.text", "required")),
         ({"passages": [{"text": "ok one."}, {"text": 42}]}, ("passages.1.text",)),
         ({"passages": [{"text": "ok one."}, {"text": "   "}]}, ("passages[1].text", "empty")),
-        ({"passages": [{"text": "ok one."}, {"text": "bad\x00byte"}]}, ("passages[1].text", "NUL")),
+        ({"passages": [{"text": "ok one."}, {"text": "bad\x00byte"}]}, ("passages.1.text", "NUL")),
+        ({"passages": [{"text": "ok one.", "external_id": "e\x00"}]}, ("passages.0.external_id", "NUL")),
         ({"passages": [{"text": "ok one.", "colour": "red"}]}, ("colour",)),
         ({"passages": [{"text": f"p{i}."} for i in range(1001)]}, ("passages",)),
     ],

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 MAX_BATCH = 1000  # documents or passages per request (the byte limit applies too)
+
+
+def _storable(v: str) -> str:
+    """PostgreSQL text holds neither NUL characters nor lone UTF-16 surrogates (JSON can carry both)."""
+    if "\x00" in v:
+        raise ValueError("must not contain a NUL character")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not valid Unicode (lone surrogate at position {exc.start})") from None
+    return v
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+"""A string that PostgreSQL can store: every text field of a request is one."""
 
 
 class _In(BaseModel):
@@ -18,7 +33,7 @@ class _In(BaseModel):
 
 
 class TenantCreate(_In):
-    name: str = Field(..., min_length=1, max_length=200, description="Unique tenant name.")
+    name: Text = Field(..., min_length=1, max_length=200, description="Unique tenant name.")
 
 
 class TenantOut(BaseModel):
@@ -36,7 +51,7 @@ class TenantCreated(TenantOut):
 
 
 class CorpusCreate(_In):
-    name: str = Field(..., min_length=1, max_length=200, description="Corpus name, unique within the tenant.")
+    name: Text = Field(..., min_length=1, max_length=200, description="Corpus name, unique within the tenant.")
 
 
 class CorpusOut(BaseModel):
@@ -64,9 +79,9 @@ class CorpusList(Page):
 
 
 class PassageIn(_In):
-    text: str = Field(..., min_length=1, max_length=200_000, description="Passage text (not chunked).")
-    title: str = Field(default="", max_length=1000)
-    external_id: str | None = Field(default=None, max_length=500, description="Your own id for the passage.")
+    text: Text = Field(..., min_length=1, max_length=200_000, description="Passage text (not chunked).")
+    title: Text = Field(default="", max_length=1000)
+    external_id: Text | None = Field(default=None, max_length=500, description="Your own id for the passage.")
 
 
 class PassageBatch(_In):
@@ -74,9 +89,9 @@ class PassageBatch(_In):
 
 
 class DocumentIn(_In):
-    text: str = Field(..., min_length=1, max_length=2_000_000, description="Document text (chunked when indexed).")
-    title: str = Field(default="", max_length=1000)
-    external_id: str | None = Field(default=None, max_length=500)
+    text: Text = Field(..., min_length=1, max_length=2_000_000, description="Document text (chunked when indexed).")
+    title: Text = Field(default="", max_length=1000)
+    external_id: Text | None = Field(default=None, max_length=500)
 
 
 class DocumentBatch(_In):
@@ -84,8 +99,8 @@ class DocumentBatch(_In):
 
 
 class PassageUpdate(_In):
-    text: str | None = Field(default=None, min_length=1, max_length=200_000)
-    title: str | None = Field(default=None, max_length=1000)
+    text: Text | None = Field(default=None, min_length=1, max_length=200_000)
+    title: Text | None = Field(default=None, max_length=1000)
 
 
 class PassageDelete(_In):
@@ -135,10 +150,14 @@ class JobOut(BaseModel):
 
 
 class AskIn(_In):
-    question: str = Field(..., min_length=1, description="The question (api.max_question_chars at most).")
-    corpus: int | str = Field(..., description="Corpus id or name (the caller's own).")
-    mode: str = Field(default="living", description="living, linear, ... (see `livingrag ask --help`).")
-    ablations: list[str] = Field(default_factory=list, max_length=10, description="Components switched off.")
+    question: Text = Field(..., min_length=1, description="The question (api.max_question_chars at most).")
+    corpus: int | Annotated[Text, Field(max_length=200)] = Field(..., description="Corpus id or name (the caller's).")
+    mode: Text = Field(default="living", max_length=40, description="living or linear.")
+    ablations: list[Annotated[Text, Field(max_length=40)]] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Components switched off in the living mode: fusion, scaffold, gate.",
+    )
     top_k: int | None = Field(default=None, ge=1, le=100, description="Passages given to the prompt.")
 
 
@@ -191,8 +210,8 @@ class ExperienceList(Page):
 
 
 class ExpireIn(_In):
-    before: str | None = Field(default=None, description="ISO timestamp or date (UTC when no zone).")
-    older_than: str | None = Field(default=None, description="Age such as 30d, 12h, 2w.")
+    before: Text | None = Field(default=None, max_length=100, description="ISO timestamp or date (UTC when no zone).")
+    older_than: Text | None = Field(default=None, max_length=100, description="Age such as 30d, 12h, 2w.")
     tenant_id: int | None = Field(default=None, ge=1)
     corpus_id: int | None = Field(default=None, ge=1)
     dry_run: bool = False
@@ -207,7 +226,7 @@ class ExpireOut(BaseModel):
 class PruneIn(_In):
     max_per_tenant: int | None = Field(default=None, ge=0)
     min_confidence: float | None = Field(default=None, ge=0, le=1)
-    unused_for: str | None = Field(default=None, description="Age such as 90d.")
+    unused_for: Text | None = Field(default=None, max_length=100, description="Age such as 90d.")
     expired: bool = False
     stale: bool = False
     tenant_id: int | None = Field(default=None, ge=1)
