@@ -129,7 +129,7 @@ def _consistent(db: Database, tid: int, cid: int) -> dict[str, int]:
 
 
 def test_kill9_during_indexing_then_restart(db: Database, database_url: str, tmp_path: Path) -> None:
-    n_docs, batch = 160, 8
+    n_docs, batch = 96, 8
     with OpenAICompatServer() as llm:
         env = server_env(database_url, llm.base_url, LIVINGRAG_MODELS__INDEX_BATCH_SIZE=str(batch),
                          LIVINGRAG_DB__DATA_DIR=str(tmp_path))  # fmt: skip

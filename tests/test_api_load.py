@@ -102,6 +102,15 @@ def _restart_postgres(handle: Any) -> None:
     )
 
 
+def _postmaster_start(url: str) -> Any:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as c:
+            return c.execute(text("SELECT pg_postmaster_start_time()")).scalar()
+    finally:
+        engine.dispose()
+
+
 def test_postgres_restart_under_load(tmp_path: Path, capsys: Any) -> None:
     from livingrag.db.embedded import start_embedded
 
@@ -129,8 +138,10 @@ def test_postgres_restart_under_load(tmp_path: Path, capsys: Any) -> None:
                 )
                 load.start()
                 time.sleep(5)
+                started_before = _postmaster_start(server.url)
                 _restart_postgres(server._handle)
                 restarted = time.monotonic()
+                assert _postmaster_start(server.url) > started_before  # it really restarted
                 load.join(120)
                 report = out["r"]
                 _print(capsys, "load across a PostgreSQL restart (8 clients)", report)
