@@ -131,3 +131,38 @@ def test_more_questions_than_slots_get_429_not_a_queue(db: Database, database_ur
             for t in threads:
                 t.join(30)
     assert sorted(set(codes)) == [200, 429] and codes.count(200) >= 2
+
+
+def test_full_writeback_queue_drops_and_logs_but_answers(db: Database, database_url: str) -> None:
+    from livingrag.db.repositories.experiences import LOCK_NAMESPACE
+
+    with OpenAICompatServer() as llm:
+        settings = api_settings(database_url, llm.base_url, api={"writeback_queue_size": 1})
+        with app_client(db, settings) as client:
+            tid, key = _tenant(db)
+            cid = seed_corpus(client, key)
+            with db.owner_engine.connect() as holder:  # block write-backs of this corpus in their transaction
+                holder.execute(text("SELECT pg_advisory_lock(:n, :k)"), {"n": LOCK_NAMESPACE, "k": cid})
+                holder.commit()
+                r, _ = _ask(client, key, cid, q="Who is Elina Saari?", ablations=["gate"])
+                assert r.status_code == 200
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:  # the first write-back waits for the lock
+                    waiting = holder.execute(
+                        text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                    ).scalar()
+                    if waiting:
+                        break
+                    time.sleep(0.05)
+                for q in ("Who is Olaf Renning?", "Where is Kiruna?", "Where is Lindenport?"):
+                    r, _ = _ask(client, key, cid, q=q, ablations=["gate"])
+                    assert r.status_code == 200 and r.json()["answer"]  # answering never waits for the queue
+                holder.execute(text("SELECT pg_advisory_unlock(:n, :k)"), {"n": LOCK_NAMESPACE, "k": cid})
+                holder.commit()
+            flush(client)
+    with db.owner_session() as s:
+        decisions = s.execute(
+            text("SELECT decision, reason FROM writeback_log WHERE tenant_id = :t ORDER BY id"), {"t": tid}
+        ).all()
+    assert sorted(d for d, _ in decisions) == ["dropped", "dropped", "stored", "stored"]
+    assert all(r == "write-back queue is full" for d, r in decisions if d == "dropped")

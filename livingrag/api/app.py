@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import anyio.to_thread
 from fastapi import FastAPI
 
 from livingrag import __version__
@@ -95,6 +96,11 @@ def create_app(
         )
         app.state.services = svc
         _recover_writebacks(svc)
+        # Sync routes run in anyio's thread pool (40 threads by default): make room for every
+        # question allowed in flight plus the other routes, so that 429 (not a hidden queue) is
+        # what a client meets past api.max_inflight.
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, settings.api.max_inflight + 16)
         if preload_models:
             threading.Thread(target=_load_models, args=(svc,), name="load-models", daemon=True).start()
         else:

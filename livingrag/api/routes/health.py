@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
@@ -9,6 +11,14 @@ from livingrag.api.deps import Services, services
 from livingrag.api.schemas import HealthOut
 
 router = APIRouter(tags=["health"])
+
+
+@functools.cache
+def _head() -> str:
+    """The migrations' head revision (read from the scripts once per process)."""
+    from livingrag.db import migrate
+
+    return migrate.head_revision()
 
 
 @router.get(
@@ -25,8 +35,9 @@ def health(svc: Services = Depends(services)) -> JSONResponse:
     detail = []
     if db_ok:
         try:
-            st = migrate.status(svc.db)
-            current, head = st.current, st.head
+            with svc.db.owner_engine.connect() as conn:
+                current = migrate.current_revision(conn)
+            head = _head()
         except Exception as exc:
             db_ok = False
             detail.append(f"schema check failed: {type(exc).__name__}")
