@@ -73,8 +73,11 @@ def server_env(database_url: str, llm_url: str, **extra: str) -> dict[str, str]:
 class Server:
     """A ``livingrag serve`` subprocess on a loopback port."""
 
-    def __init__(self, env: dict[str, str], port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], port: int | None = None, log_path: Path | None = None, args: tuple[str, ...] = ()
+    ) -> None:
         self.env = env
+        self.args = args
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -83,6 +86,7 @@ class Server:
     def start(self, timeout: float = 120.0) -> Server:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         cmd = [sys.executable, "-m", "livingrag.cli.main", "serve", "--port", str(self.port), "--log-level", "warning"]
+        cmd += self.args
         self.proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

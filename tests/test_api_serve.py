@@ -1,5 +1,6 @@
-"""``livingrag serve`` on the embedded database: /health answers 200 and a tenant works end to
-end; ``config show`` masks the admin key."""
+"""``livingrag serve`` on the embedded database, with two worker processes (the single-process
+server runs in the crash and load tests): /health answers 200 and a tenant works end to end;
+``config show`` masks the admin key."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="livingrag-test-serve-"))  # not under /root (see DESIGN)
     try:
         with OpenAICompatServer() as llm:
-            srv = Server(_env(data_dir, llm.base_url), log_path=tmp_path / "server.log").start()
+            srv = Server(_env(data_dir, llm.base_url), log_path=tmp_path / "server.log", args=("--workers", "2"))
+            srv.start(timeout=240)
             try:
                 health = httpx.get(srv.url + "/health").json()
                 assert health["status"] == "ok" and health["schema_up_to_date"] and health["models"] == "loaded"
@@ -54,6 +56,9 @@ def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
                 )  # fmt: skip
                 assert r.status_code == 200 and r.json()["passages"], r.text
                 assert httpx.get(srv.url + "/v1/corpora", headers=auth("lrg_wrong")).status_code == 401
+                for _ in range(6):  # whichever worker answers, the tenant sees its corpus
+                    listed = httpx.get(srv.url + "/v1/corpora", headers=auth(key)).json()["items"]
+                    assert [c["name"] for c in listed] == ["wiki"]
             finally:
                 srv.stop()
     finally:

@@ -134,3 +134,10 @@ def create_app(
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app with settings from the environment (``livingrag serve --workers N`` builds one per worker)."""
+    from livingrag.config import get_settings
+
+    return create_app(get_settings())
