@@ -195,3 +195,19 @@ def test_duplicate_corpus_name_is_409(client: TestClient, tenant_key: tuple[int,
     _err(client.post("/v1/corpora", json={"name": "wiki"}, headers=auth(key)), 409, "wiki")
     _err(client.post("/v1/corpora", json={"name": ""}, headers=auth(key)), 422, "name")
     _err(client.post("/v1/corpora", json={"name": "a\x01b"}, headers=auth(key)), 422, "control")
+
+
+def test_deleted_corpus_is_gone_for_ask_and_passages(client: TestClient, tenant_key: tuple[int, str, int]) -> None:
+    _, key, _ = tenant_key
+    cid = seed_corpus(client, key, "short-lived", docs=[{"title": "Oslo", "text": "Oslo is the capital of Norway."}])
+    body = {"question": "What is the capital of Norway?", "corpus": "short-lived", "mode": "linear"}
+    assert client.post("/v1/ask", json=body, headers=auth(key)).status_code == 200  # cached by the pipeline
+    assert client.delete(f"/v1/corpora/{cid}", headers=auth(key)).status_code == 204
+    _err(client.post("/v1/ask", json=body, headers=auth(key)), 404, "short-lived")
+    _err(client.post("/v1/ask", json=body | {"corpus": cid}, headers=auth(key)), 404)
+    _err(client.get(f"/v1/corpora/{cid}/passages", headers=auth(key)), 404)
+    _err(client.delete(f"/v1/corpora/{cid}", headers=auth(key)), 404)
+    # the name again, a new corpus: asking by name reaches the new one
+    new = seed_corpus(client, key, "short-lived", docs=[{"title": "Bergen", "text": "Bergen is a city in Norway."}])
+    r = client.post("/v1/ask", json=body, headers=auth(key))
+    assert r.status_code == 200 and new != cid and r.json()["passages"][0]["title"] == "Bergen"

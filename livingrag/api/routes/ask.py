@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends
 from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.schemas import AskIn, AskOut, AskPassage
+from livingrag.db.repositories import corpora
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
@@ -38,10 +39,14 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
             {"Retry-After": "1"},
         )
     try:
-        corpus = body.corpus
-        if isinstance(corpus, str) and corpus.strip().isdigit():
-            corpus = int(corpus.strip())
-        a = svc.rag.answer(body.question, tenant=tid, corpus=corpus, mode=body.mode, ablations=body.ablations,
+        ref = body.corpus
+        if isinstance(ref, str) and ref.strip().isdigit():
+            ref = int(ref.strip())
+        # Names resolve here, per request: the pipeline caches by (tenant, corpus), and only ids are
+        # never reused (a corpus deleted and created again under its name gets a new id).
+        with svc.db.tenant_session(tid) as s:
+            corpus_id = corpora.get_corpus(s, ref).id
+        a = svc.rag.answer(body.question, tenant=tid, corpus=corpus_id, mode=body.mode, ablations=body.ablations,
                            top_k=body.top_k)  # fmt: skip
     finally:
         svc.ask_slots.release()
