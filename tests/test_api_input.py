@@ -174,6 +174,11 @@ def test_wrong_embedding_dimension_is_422_and_writes_nothing(
     _err(r, 422, "3-d", "384-d")
     r = client.post("/v1/ask", json={"question": "Where is Oslo?", "corpus": odd.id}, headers=auth(key))
     _err(r, 422, "3-d", "384-d")
+    r = client.post(f"/v1/corpora/{odd.id}/index-jobs", json={"documents": body["passages"]}, headers=auth(key))
+    assert r.status_code == 202 and r.json()["state"] in ("queued", "running")
+    client.app.state.services.jobs.wait(60)
+    job = client.get(f"/v1/index-jobs/{r.json()['id']}", headers=auth(key)).json()
+    assert job["state"] == "failed" and "3-d" in job["error"] and job["result"] is None
     assert _rows(db, tid) == before
 
 

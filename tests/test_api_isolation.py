@@ -134,3 +134,38 @@ def test_api_sessions_run_as_the_rls_bound_role(client: TestClient) -> None:
             text("SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         ).one()
     assert user == db.settings.app_role and not su and not bypass
+
+
+def test_admin_maintenance_over_http(client: TestClient, world: dict[str, Any]) -> None:
+    adm = auth(ADMIN_KEY)
+    stats = client.get(f"/v1/admin/stats?tenant_id={world['b_id']}", headers=adm).json()["rows"]
+    assert [(r["tenant_id"], r["corpus_id"], r["experiences"]) for r in stats] == [
+        (world["b_id"], world["b_cid"], len(world["b_exps"]))
+    ]
+    r = client.post("/v1/admin/expire", json={"older_than": "0d", "tenant_id": world["b_id"], "dry_run": True},
+                    headers=adm)  # fmt: skip
+    assert r.status_code == 200 and r.json()["expired"] == len(world["b_exps"]) and r.json()["dry_run"]
+    r = client.post("/v1/admin/prune", json={"max_per_tenant": 1, "tenant_id": world["b_id"], "dry_run": True},
+                    headers=adm)  # fmt: skip
+    assert r.status_code == 200 and r.json()["counts"]["total"] == len(world["b_exps"]) - 1
+    r = client.post("/v1/admin/prune", json={"tenant_id": world["b_id"]}, headers=adm)
+    assert r.status_code == 422 and "criterion" in r.json()["error"]["message"]
+    r = client.post("/v1/admin/expire", json={"older_than": "soon"}, headers=adm)
+    assert r.status_code == 422 and "soon" in r.json()["error"]["message"]
+    r = client.get(f"/v1/admin/stats?tenant_id={world['a_id']}&corpus_id={world['b_cid']}", headers=adm)
+    assert r.status_code == 404  # B's corpus is not A's
+    assert client.get("/v1/admin/stats", headers=auth(world["b"])).status_code == 403
+
+
+def test_experience_filters_get_and_delete(client: TestClient, world: dict[str, Any]) -> None:
+    b = auth(world["b"])
+    page = client.get(f"/v1/experiences?corpus_id={world['b_cid']}&active=true&limit=2", headers=b).json()
+    assert len(page["items"]) == 2 and page["next_offset"] == 2
+    rest = client.get(f"/v1/experiences?corpus_id={world['b_cid']}&active=true&offset=2", headers=b).json()
+    ids = [e["id"] for e in page["items"] + rest["items"]]
+    assert set(ids) >= world["b_exps"] and len(ids) == len(set(ids))
+    one = client.get(f"/v1/experiences/{world['b_exp']}", headers=b).json()
+    assert one["corpus_id"] == world["b_cid"] and one["query"] and "tenant_id" not in one
+    assert client.delete(f"/v1/experiences/{world['b_exp']}", headers=b).status_code == 204
+    assert client.get(f"/v1/experiences/{world['b_exp']}", headers=b).status_code == 404
+    assert client.delete(f"/v1/experiences/{world['b_exp']}", headers=b).status_code == 404
