@@ -289,6 +289,12 @@ class APISettings(_Group):
     writeback_queue_size: int = Field(
         default=1000, ge=1, description="Pending write-back candidates before new ones are dropped (and logged)."
     )
+    recovery_grace_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="At startup, answered questions older than this with no write-back decision (lost in a crash) "
+        "are logged as dropped; keep it above the queue's drain time when replicas share a database.",
+    )
 
 
 class Settings(BaseSettings):

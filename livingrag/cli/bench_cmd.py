@@ -15,9 +15,53 @@ app = typer.Typer(
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench store --experiences 100000",
         "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
+        "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
     ),
     no_args_is_help=True,
 )
+
+
+@app.command(
+    help="Load a running HTTP service (`livingrag serve`) with concurrent clients that ask questions and add "
+    "passages for a while, then print latency percentiles (p50/p95/p99) per request kind, throughput and "
+    "status counts. Adds passages to the corpus you name: use a scratch corpus."
+    + examples(
+        "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
+        "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1 --clients 32 --seconds 60 --json",
+    )
+)
+def api(
+    url: str = typer.Option("http://127.0.0.1:8000", "--url", help="Base URL of the service."),
+    key: str = typer.Option(..., "--key", envvar="LIVINGRAG_API_KEY", help="A tenant's API key."),
+    corpus: int = typer.Option(..., "--corpus", min=1, help="Corpus id (the tenant's)."),
+    clients: int = typer.Option(32, "--clients", min=1, max=1024, help="Concurrent clients."),
+    seconds: float = typer.Option(60.0, "--seconds", min=1, help="Duration."),
+    add_every: int = typer.Option(5, "--add-every", min=0, help="Every n-th request of a client adds a passage."),
+    question: list[str] = typer.Option([], "--question", help="Questions to ask (repeatable; default: built-in)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.api.load import DEFAULT_QUESTIONS, run_load
+
+    report = run_load(
+        url, key, corpus, clients=clients, seconds=seconds, add_every=add_every,
+        questions=question or DEFAULT_QUESTIONS,
+    )  # fmt: skip
+    summary = report.summary() | {"errors": report.errors}
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"{summary['requests']} requests in {summary['seconds']} s from {clients} clients "
+        f"({summary['throughput_rps']} req/s)"
+    )
+    for kind in ("ask", "add"):
+        if kind in summary:
+            k = summary[kind]
+            console.print(f"{kind:4} n={k['n']:6}  p50 {k['p50_ms']:8.1f} ms  p95 {k['p95_ms']:8.1f} ms  "
+                          f"p99 {k['p99_ms']:8.1f} ms")  # fmt: skip
+    console.print("statuses: " + ", ".join(f"{k}: {v}" for k, v in summary["statuses"].items()))
+    for e in report.errors:
+        console.print(f"[red]{e}[/red]", highlight=False)
 
 
 @app.command(

@@ -19,6 +19,7 @@ from livingrag.cli import (
     demo_cmd,
     eval_cmd,
     retrieve_cmd,
+    serve_cmd,
     tenant_cmd,
 )
 from livingrag.cli.common import err_console, examples
@@ -43,6 +44,7 @@ app.command(name="chat", help=answer_cmd.CHAT_HELP)(answer_cmd.chat)
 app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(admin_cmd.app, name="admin")
+app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 app.add_typer(bench_cmd.app, name="bench")
 

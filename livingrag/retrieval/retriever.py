@@ -31,6 +31,7 @@ import numpy as np
 
 from livingrag.corpus.matrices import GraphCache
 from livingrag.corpus.normalize import normalize_entity
+from livingrag.errors import InvalidInput
 from livingrag.models.threads import limit_blas_threads, set_torch_threads
 from livingrag.retrieval.core import rank_passages
 from livingrag.retrieval.graph import CorpusGraph
@@ -71,7 +72,7 @@ class Retriever:
         cache: GraphCache | None = None,
     ) -> None:
         if embedder.dim != corpus.embedding_dim:
-            raise ValueError(
+            raise InvalidInput(
                 f"corpus {corpus.name!r} has {corpus.embedding_dim}-d embeddings ({corpus.embedding_model}); "
                 f"the embedder gives {embedder.dim}-d"
             )

@@ -605,3 +605,12 @@ __all__ = [
     "update_passage_row",
     "write_batch",
 ]
+
+
+def list_passages(session: Session, corpus_id: int, *, limit: int = 50, offset: int = 0) -> list[PassageRecord]:
+    """A page of a corpus's passages in id order."""
+    rows = session.execute(
+        text(f"SELECT {_PASSAGE_COLS} FROM passages WHERE corpus_id = :c ORDER BY id LIMIT :l OFFSET :o"),
+        {"c": corpus_id, "l": int(limit), "o": int(offset)},
+    ).all()
+    return [PassageRecord(*r) for r in rows]

@@ -596,3 +596,10 @@ def ensure_hnsw_index(session: Session, dim: int) -> str:
     if dim > MAX_HNSW_DIM:
         raise InvalidInput(f"HNSW indexes support at most {MAX_HNSW_DIM} dimensions, got {dim}")
     return str(session.execute(text("SELECT livingrag_ensure_experience_hnsw(:d)"), {"d": dim}).scalar_one())
+
+
+def delete_experience(session: Session, experience_id: int) -> None:
+    """Delete one experience (its entity rows cascade); :class:`NotFound` when this session cannot see it."""
+    res = session.execute(text("DELETE FROM experiences WHERE id = :i"), {"i": int(experience_id)})
+    if not res.rowcount:
+        raise NotFound(f"no experience with id {experience_id}")

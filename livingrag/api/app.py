@@ -1,0 +1,143 @@
+"""The app factory: :func:`create_app` wires settings, database, pipeline and routers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+from fastapi import FastAPI
+
+from livingrag import __version__
+from livingrag.api import errors
+from livingrag.api.deps import Services
+from livingrag.api.jobs import JobRegistry
+from livingrag.api.limits import BodySizeLimit
+from livingrag.api.routes import admin, ask, corpora, experiences, health, passages, tenants
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.db.engine import Database
+    from livingrag.pipeline.core import LivingRAG
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Graph-RAG question answering with a writable experience store, for many tenants.
+
+Authenticate with `Authorization: Bearer <key>`: a tenant's API key for corpora, passages,
+questions and experiences (each tenant sees only its own rows: PostgreSQL row-level security),
+the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`.
+Every error answers `{"error": {"code": ..., "message": ...}}`.
+"""
+
+
+def _load_models(svc: Services) -> None:
+    """Load the encoder and the NER model once, so the first request does not pay for them."""
+    try:
+        from livingrag.corpus.ner import make_extractor
+        from livingrag.models.embedder import get_embedder
+
+        m = svc.settings.models
+        get_embedder(m.embedding_model, m.device, m.embedding_batch_size).encode(["warm up"])
+        if m.extractor == "spacy":
+            make_extractor("spacy", ner_model=m.ner_model, batch_size=m.ner_batch_size)
+        svc.models_loaded.set()
+        log.info("models loaded")
+    except Exception as exc:
+        log.error("could not load the models: %s", exc)
+        svc.models_error = f"models failed to load: {type(exc).__name__}: {exc}"
+
+
+def _recover_writebacks(svc: Services) -> None:
+    """Log, as dropped, the write-back candidates a crashed process lost (see repositories.recovery)."""
+    from datetime import UTC, datetime, timedelta
+
+    from livingrag.db.repositories.recovery import log_lost_candidates
+
+    now = datetime.now(UTC)
+    try:
+        with svc.db.owner_session() as s:
+            n = log_lost_candidates(
+                s, before=now - timedelta(seconds=svc.settings.api.recovery_grace_s), since=now - timedelta(days=7)
+            )
+        if n:
+            log.warning("%d write-back candidates were lost by a stopped server; logged as dropped", n)
+    except Exception as exc:
+        log.warning("write-back recovery failed: %s", exc)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    db: Database | None = None,
+    rag: LivingRAG | None = None,
+    preload_models: bool = True,
+) -> FastAPI:
+    """The HTTP app. ``db`` and ``rag`` are built from ``settings`` on startup unless given (then the
+    caller owns them). Models load in the background; ``/health`` says 503 until they have."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from livingrag.db.engine import Database
+        from livingrag.pipeline.core import LivingRAG
+
+        own_db = db is None
+        database = db if db is not None else Database(settings.db)
+        pipeline = rag if rag is not None else LivingRAG(settings, db=database)
+        svc = Services(
+            settings=settings,
+            db=database,
+            rag=pipeline,
+            jobs=JobRegistry(),
+            ask_slots=threading.BoundedSemaphore(settings.api.max_inflight),
+        )
+        app.state.services = svc
+        _recover_writebacks(svc)
+        # Sync routes run in anyio's thread pool (40 threads by default): make room for every
+        # question allowed in flight plus the other routes, so that 429 (not a hidden queue) is
+        # what a client meets past api.max_inflight.
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, settings.api.max_inflight + 16)
+        if preload_models:
+            threading.Thread(target=_load_models, args=(svc,), name="load-models", daemon=True).start()
+        else:
+            svc.models_loaded.set()
+        try:
+            yield
+        finally:
+            svc.jobs.close()
+            if rag is None:
+                pipeline.close(timeout=30)
+            if own_db:
+                database.close()
+
+    app = FastAPI(
+        title="livingrag",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "tenants", "description": "Tenant management (admin key)."},
+            {"name": "corpora", "description": "The caller's corpora."},
+            {"name": "passages", "description": "Passages and index jobs of a corpus."},
+            {"name": "ask", "description": "Questions."},
+            {"name": "experiences", "description": "The caller's stored experiences."},
+            {"name": "admin", "description": "Experience-store maintenance (admin key)."},
+            {"name": "health", "description": "Readiness."},
+        ],
+    )
+    errors.install(app)
+    for module in (tenants, corpora, passages, ask, experiences, admin, health):
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app with settings from the environment (``livingrag serve --workers N`` builds one per worker)."""
+    from livingrag.config import get_settings
+
+    return create_app(get_settings())

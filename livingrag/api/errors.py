@@ -1,0 +1,147 @@
+"""Structured JSON errors: every failure answers ``{"error": {"code": ..., "message": ...}}``.
+
+:mod:`livingrag.errors` map to HTTP statuses here, once; nothing else in the API builds error
+bodies by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from livingrag import errors as e
+from livingrag.api.jobs import JobQueueFull
+
+log = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorBody
+
+
+class ApiError(Exception):
+    """An error with its HTTP status and machine-readable code."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+
+# (exception class, status, code); the first match wins, so subclasses come first.
+_MAP: list[tuple[type[BaseException], int, str]] = [
+    (e.AuthenticationError, 401, "unauthorized"),
+    (JobQueueFull, 429, "too_many_requests"),
+    (e.NotFound, 404, "not_found"),
+    (e.AlreadyExists, 409, "already_exists"),
+    (e.InvalidInput, 422, "invalid_input"),
+    (e.LLMTimeout, 504, "llm_timeout"),
+    (e.LLMUnavailable, 503, "llm_unavailable"),
+    (e.LLMError, 502, "llm_error"),
+    (e.DatabaseUnavailable, 503, "database_unavailable"),
+    (e.SchemaOutOfDate, 503, "schema_out_of_date"),
+    (e.ModelUnavailable, 503, "model_unavailable"),
+]
+
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "already_exists",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    429: "too_many_requests",
+    503: "unavailable",
+}
+
+# Documented on every route: what an operation may answer besides success.
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "Missing or unknown API key."},
+    413: {"model": ErrorResponse, "description": "Request body larger than api.max_request_bytes."},
+    422: {"model": ErrorResponse, "description": "Malformed input; the message names the field."},
+    503: {"model": ErrorResponse, "description": "Database (or model) unavailable; retry later."},
+}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def map_exception(exc: BaseException) -> tuple[int, str] | None:
+    for cls, status, code in _MAP:
+        if isinstance(exc, cls):
+            return status, code
+    return None
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(p) for p in loc) or "request"
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    """One line per problem, each naming where it is (``body.question: Field required``)."""
+    parts = []
+    for err in exc.errors()[:10]:
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            msg = f"the body is not valid JSON ({ctx.get('error', 'parse error')})"
+        parts.append(f"{_loc(err.get('loc', ()))}: {msg}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into the structured body."""
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(e.LivingRAGError)
+    async def _domain(_: Request, exc: e.LivingRAGError) -> JSONResponse:
+        mapped = map_exception(exc)
+        if mapped is None:
+            log.error("unmapped error: %s", exc, exc_info=exc)
+            return error_response(500, "internal", f"{type(exc).__name__}: {exc}")
+        status, code = mapped
+        headers = {"Retry-After": "2"} if status in (429, 503) else None
+        return error_response(status, code, str(exc), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_input", describe_validation(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = STATUS_CODES.get(exc.status_code, "error")
+        message = str(exc.detail)
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            bad = cause.object[cause.start : cause.start + 1].hex()
+            message = f"the body is not UTF-8 text (byte 0x{bad} at offset {cause.start}); send UTF-8 JSON"
+        elif cause is not None and exc.status_code == 400:
+            message = f"{message}: {type(cause).__name__}: {cause}"[:500]
+        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error", exc_info=exc)
+        return error_response(500, "internal", "internal server error (logged)")

@@ -1,0 +1,103 @@
+"""Index jobs: an in-process registry with one worker thread.
+
+``POST .../index-jobs`` hands a batch of documents to :meth:`JobRegistry.submit` and answers 202
+with the job's id at once; the worker indexes jobs one at a time (indexing already writes each
+batch of passages in its own transaction, so a crash leaves whole batches or nothing, and a rerun
+skips what is stored). Jobs live in memory: after a restart their ids are unknown (404) and a
+client resubmits; the content hashes make that idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from livingrag.errors import LivingRAGError
+
+log = logging.getLogger(__name__)
+
+JobState = Literal["queued", "running", "succeeded", "failed"]
+
+
+class JobQueueFull(LivingRAGError):
+    """Too many index jobs are waiting; retry later."""
+
+
+@dataclass
+class Job:
+    """One index job and what became of it."""
+
+    id: str
+    tenant_id: int
+    corpus_id: int
+    documents: int
+    state: JobState = "queued"
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class JobRegistry:
+    """Queue, run and remember index jobs (the newest ``keep`` finished ones are kept)."""
+
+    def __init__(self, *, max_pending: int = 100, keep: int = 1000) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-job")
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_pending = max_pending
+        self.keep = keep
+
+    def submit(self, tenant_id: int, corpus_id: int, documents: int, work: Callable[[], dict[str, Any]]) -> Job:
+        """Queue ``work`` (returns the job's result) and return the queued job."""
+        with self._lock:
+            pending = sum(1 for j in self._jobs.values() if j.state in ("queued", "running"))
+            if pending >= self.max_pending:
+                raise JobQueueFull(f"{pending} index jobs are pending (the limit is {self.max_pending}); retry later")
+            job = Job(id=uuid.uuid4().hex, tenant_id=tenant_id, corpus_id=corpus_id, documents=documents)
+            self._jobs[job.id] = job
+            self._trim()
+        self._pool.submit(self._run, job, work)
+        return job
+
+    def _run(self, job: Job, work: Callable[[], dict[str, Any]]) -> None:
+        job.state, job.started_at = "running", datetime.now(UTC)
+        try:
+            job.result = work()
+            job.state = "succeeded"
+        except Exception as exc:
+            log.warning("index job %s failed: %s", job.id, exc, exc_info=not isinstance(exc, LivingRAGError))
+            job.error = f"{type(exc).__name__}: {exc}"[:2000]
+            job.state = "failed"
+        finally:
+            job.finished_at = datetime.now(UTC)
+
+    def _trim(self) -> None:
+        finished = [k for k, j in self._jobs.items() if j.state in ("succeeded", "failed")]
+        for k in finished[: max(0, len(self._jobs) - self.keep)]:
+            del self._jobs[k]
+
+    def get(self, tenant_id: int, job_id: str) -> Job | None:
+        """The job if it exists *and* belongs to ``tenant_id`` (another tenant's job is None)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+        return job if job is not None and job.tenant_id == tenant_id else None
+
+    def list(self, tenant_id: int) -> list[Job]:
+        with self._lock:
+            return [j for j in reversed(self._jobs.values()) if j.tenant_id == tenant_id]
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the jobs queued so far (tests, shutdown)."""
+        self._pool.submit(lambda: None).result(timeout)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,66 @@
+"""``POST /v1/ask``: answer a question over one of the caller's corpora.
+
+The answer returns as soon as the LLM has answered; the experience write-back is queued on the
+pipeline's worker (a full queue drops the candidate and logs the drop). At most
+``api.max_inflight`` questions are answered at once; more get 429 at once instead of waiting.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
+from livingrag.api.schemas import AskIn, AskOut, AskPassage
+from livingrag.db.repositories import corpora
+
+router = APIRouter(prefix="/v1", tags=["ask"])
+
+
+@router.post(
+    "/ask",
+    response_model=AskOut,
+    summary="Answer a question (write-back of the experience happens afterwards)",
+    responses=COMMON_RESPONSES
+    | {
+        404: {"model": ErrorResponse, "description": "No such corpus for this tenant."},
+        429: {"model": ErrorResponse, "description": "api.max_inflight questions are being answered; retry."},
+        502: {"model": ErrorResponse, "description": "The LLM answered with an error."},
+        503: {"model": ErrorResponse, "description": "The LLM server (or database) is unavailable."},
+        504: {"model": ErrorResponse, "description": "The LLM did not answer within llm.timeout_s."},
+    },
+)
+def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> AskOut:
+    if not svc.ask_slots.acquire(blocking=False):
+        raise ApiError(
+            429,
+            "too_many_requests",
+            f"{svc.settings.api.max_inflight} questions are being answered (api.max_inflight); retry shortly",
+            {"Retry-After": "1"},
+        )
+    try:
+        ref = body.corpus
+        if isinstance(ref, str) and ref.strip().isdigit():
+            ref = int(ref.strip())
+        # Names resolve here, per request: the pipeline caches by (tenant, corpus), and only ids are
+        # never reused (a corpus deleted and created again under its name gets a new id).
+        with svc.db.tenant_session(tid) as s:
+            corpus_id = corpora.get_corpus(s, ref).id
+        a = svc.rag.answer(body.question, tenant=tid, corpus=corpus_id, mode=body.mode, ablations=body.ablations,
+                           top_k=body.top_k)  # fmt: skip
+    finally:
+        svc.ask_slots.release()
+    return AskOut(
+        answer=a.answer,
+        explanation=a.explanation,
+        system=a.system,
+        passages=[AskPassage(id=p.id, title=p.title, text=p.text, score=p.score) for p in a.passages],
+        fused_experience_ids=list(a.fused_ids),
+        scaffold_experience_id=a.scaffold_id,
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        cost_usd=a.cost_usd,
+        latency_ms={k: round(v, 2) for k, v in a.latency_ms.items()},
+        query_log_id=a.query_log_id,
+        writeback="queued" if a.writeback is not None else "none",
+    )

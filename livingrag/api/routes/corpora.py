@@ -1,0 +1,73 @@
+"""``/v1/corpora``: the caller's corpora."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path, Response
+
+from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
+from livingrag.api.routes.common import PageParams, corpus_of
+from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut
+from livingrag.corpus import service
+from livingrag.db.repositories import corpora, corpus_graph
+from livingrag.types import CorpusInfo
+
+router = APIRouter(
+    prefix="/v1/corpora",
+    tags=["corpora"],
+    responses=COMMON_RESPONSES | {404: {"model": ErrorResponse, "description": "No such corpus for this tenant."}},
+)
+
+
+def corpus_out(c: CorpusInfo, counts: dict[str, int] | None = None) -> CorpusOut:
+    return CorpusOut(
+        id=c.id,
+        name=c.name,
+        embedding_model=c.embedding_model,
+        embedding_dim=c.embedding_dim,
+        extractor=c.extractor,
+        version=c.version,
+        created_at=c.created_at,
+        counts=counts,
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=CorpusOut,
+    summary="Create a corpus for the caller's tenant",
+    responses={409: {"model": ErrorResponse, "description": "The tenant already has a corpus of that name."}},
+)
+def create_corpus(body: CorpusCreate, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> CorpusOut:
+    return corpus_out(service.create_corpus(svc.db, tid, body.name, svc.settings))
+
+
+@router.get("", response_model=CorpusList, summary="List the caller's corpora")
+def list_corpora(
+    page: PageParams = Depends(), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+) -> CorpusList:
+    with svc.db.tenant_session(tid) as s:
+        rows = corpora.list_corpora(s)
+    items = [corpus_out(c) for c in rows[page.offset : page.offset + page.limit]]
+    return CorpusList(items=items, limit=page.limit, offset=page.offset, next_offset=page.next_offset(len(items)))
+
+
+@router.get("/{corpus_id}", response_model=CorpusOut, summary="One corpus with its graph sizes")
+def get_corpus(
+    corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+) -> CorpusOut:
+    with svc.db.tenant_session(tid) as s:
+        c = corpora.get_corpus(s, corpus_id)
+        counts = corpus_graph.corpus_counts(s, c.id)
+    return corpus_out(c, {k: counts[k] for k in ("passages", "sentences", "entities")})
+
+
+@router.delete("/{corpus_id}", status_code=204, summary="Delete a corpus, its graph and its experiences")
+def delete_corpus(
+    corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+) -> Response:
+    corpus_of(svc, tid, corpus_id)
+    with svc.index_lock, svc.db.tenant_session(tid) as s:
+        corpora.delete_corpus(s, corpus_id)
+    return Response(status_code=204)

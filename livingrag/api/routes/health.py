@@ -1,0 +1,64 @@
+"""``GET /health``: 200 when the database answers, the schema is current and the models are loaded."""
+
+from __future__ import annotations
+
+import functools
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from livingrag.api.deps import Services, services
+from livingrag.api.schemas import HealthOut
+
+router = APIRouter(tags=["health"])
+
+
+@functools.cache
+def _head() -> str:
+    """The migrations' head revision (read from the scripts once per process)."""
+    from livingrag.db import migrate
+
+    return migrate.head_revision()
+
+
+@router.get(
+    "/health",
+    response_model=HealthOut,
+    summary="Liveness and readiness (no key needed)",
+    responses={503: {"model": HealthOut, "description": "Not ready: the body says which part is missing."}},
+)
+def health(svc: Services = Depends(services)) -> JSONResponse:
+    from livingrag.db import migrate
+
+    db_ok = svc.db.ping()
+    current = head = None
+    detail = []
+    if db_ok:
+        try:
+            with svc.db.owner_engine.connect() as conn:
+                current = migrate.current_revision(conn)
+            head = _head()
+        except Exception as exc:
+            db_ok = False
+            detail.append(f"schema check failed: {type(exc).__name__}")
+    else:
+        detail.append("database unreachable")
+    up_to_date = db_ok and current is not None and current == head
+    if db_ok and not up_to_date:
+        detail.append(f"schema at {current}, code needs {head}: run `livingrag db upgrade`")
+    if svc.models_error is not None:
+        models = "failed"
+        detail.append(svc.models_error)
+    else:
+        models = "loaded" if svc.models_loaded.is_set() else "loading"
+    ok = db_ok and up_to_date and models == "loaded"
+    body = HealthOut(
+        status="ok" if ok else "unavailable",
+        database=db_ok,
+        schema_current=current,
+        schema_head=head,
+        schema_up_to_date=up_to_date,
+        models=models,
+        detail="; ".join(detail) or None,
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

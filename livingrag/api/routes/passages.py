@@ -1,0 +1,237 @@
+"""``/v1/corpora/{id}/passages`` and index jobs: add, update and delete passages of a corpus.
+
+Every change goes through the corpus indexer (:func:`livingrag.corpus.service.indexer`), which
+writes each batch in one transaction. Changes of one app instance are serialised by
+``Services.index_lock`` (the indexer's models are shared); corpora are also locked in the
+database, so several replicas stay consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path
+
+from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
+from livingrag.api.jobs import Job
+from livingrag.api.routes.common import PageParams, corpus_of
+from livingrag.api.schemas import (
+    Deleted,
+    DocumentBatch,
+    DocumentIn,
+    IndexResult,
+    JobOut,
+    PassageBatch,
+    PassageDelete,
+    PassageIn,
+    PassageList,
+    PassageOut,
+    PassageUpdate,
+)
+from livingrag.corpus import service
+from livingrag.corpus.graph import IndexReport
+from livingrag.corpus.ingest import Document
+from livingrag.db.repositories import corpus_graph
+
+router = APIRouter(
+    prefix="/v1",
+    tags=["passages"],
+    responses=COMMON_RESPONSES
+    | {404: {"model": ErrorResponse, "description": "No such corpus, passage or job for this tenant."}},
+)
+
+
+def _clean(text: str, what: str) -> str:
+    if "\x00" in text:
+        raise ApiError(422, "invalid_input", f"{what} contains a NUL character")
+    return text
+
+
+def _documents(items: Sequence[PassageIn | DocumentIn], what: str) -> list[Document]:
+    docs = []
+    for i, p in enumerate(items):
+        text = _clean(p.text, f"{what}[{i}].text").strip()
+        if not text:
+            raise ApiError(422, "invalid_input", f"{what}[{i}].text is empty (only whitespace)")
+        docs.append(Document(title=_clean(p.title, f"{what}[{i}].title").strip(), text=text, external_id=p.external_id))
+    return docs
+
+
+def _result(r: IndexReport) -> IndexResult:
+    return IndexResult(
+        indexed=r.indexed,
+        skipped_existing=r.skipped_existing,
+        duplicates_in_input=r.duplicates_in_input,
+        new_entities=r.new_entities,
+        version=r.version,
+        passage_ids=list(r.passage_ids),
+    )
+
+
+def _passage_out(p: corpus_graph.PassageRecord) -> PassageOut:
+    return PassageOut(id=p.id, corpus_id=p.corpus_id, title=p.title, text=p.text, external_id=p.external_id)
+
+
+@router.post(
+    "/corpora/{corpus_id}/passages",
+    status_code=201,
+    response_model=IndexResult,
+    summary="Add passages (indexed now; each is one passage, never chunked further than the chunk size)",
+)
+def add_passages(
+    body: PassageBatch,
+    corpus_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> IndexResult:
+    docs = _documents(body.passages, "passages")
+    info = corpus_of(svc, tid, corpus_id)
+    with svc.index_lock:
+        report = service.indexer(svc.db, tid, info, svc.settings).index_documents(docs)
+    return _result(report)
+
+
+@router.get("/corpora/{corpus_id}/passages", response_model=PassageList, summary="List a corpus's passages")
+def list_passages(
+    corpus_id: int = Path(..., ge=1),
+    page: PageParams = Depends(),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> PassageList:
+    info = corpus_of(svc, tid, corpus_id)
+    with svc.db.tenant_session(tid) as s:
+        rows = corpus_graph.list_passages(s, info.id, limit=page.limit, offset=page.offset)
+    return PassageList(
+        items=[_passage_out(p) for p in rows],
+        limit=page.limit,
+        offset=page.offset,
+        next_offset=page.next_offset(len(rows)),
+    )
+
+
+@router.get("/corpora/{corpus_id}/passages/{passage_id}", response_model=PassageOut, summary="One passage")
+def get_passage(
+    corpus_id: int = Path(..., ge=1),
+    passage_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> PassageOut:
+    info = corpus_of(svc, tid, corpus_id)
+    with svc.db.tenant_session(tid) as s:
+        return _passage_out(corpus_graph.get_passage(s, info.id, passage_id))
+
+
+@router.patch(
+    "/corpora/{corpus_id}/passages/{passage_id}",
+    response_model=PassageOut,
+    summary="Replace a passage's text and/or title (re-indexed in one transaction)",
+    responses={409: {"model": ErrorResponse, "description": "Another passage already has this title and text."}},
+)
+def update_passage(
+    body: PassageUpdate,
+    corpus_id: int = Path(..., ge=1),
+    passage_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> PassageOut:
+    if body.text is None and body.title is None:
+        raise ApiError(422, "invalid_input", "body: give text and/or title")
+    text = None if body.text is None else _clean(body.text, "text")
+    if text is not None and not text.strip():
+        raise ApiError(422, "invalid_input", "text is empty (only whitespace)")
+    title = None if body.title is None else _clean(body.title, "title")
+    info = corpus_of(svc, tid, corpus_id)
+    with svc.index_lock:
+        pid = service.indexer(svc.db, tid, info, svc.settings).update_passage(passage_id, text=text, title=title)
+    with svc.db.tenant_session(tid) as s:
+        return _passage_out(corpus_graph.get_passage(s, info.id, pid))
+
+
+@router.delete("/corpora/{corpus_id}/passages/{passage_id}", response_model=Deleted, summary="Delete one passage")
+def delete_passage(
+    corpus_id: int = Path(..., ge=1),
+    passage_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> Deleted:
+    return _delete(svc, tid, corpus_id, [passage_id])
+
+
+@router.post(
+    "/corpora/{corpus_id}/passages/delete",
+    response_model=Deleted,
+    summary="Delete several passages (all or none: an unknown id deletes nothing)",
+)
+def delete_passages(
+    body: PassageDelete,
+    corpus_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> Deleted:
+    return _delete(svc, tid, corpus_id, body.ids)
+
+
+def _delete(svc: Services, tid: int, corpus_id: int, ids: Sequence[int]) -> Deleted:
+    info = corpus_of(svc, tid, corpus_id)
+    with svc.index_lock:
+        deleted = service.indexer(svc.db, tid, info, svc.settings).delete_passages(list(ids))
+    return Deleted(deleted=deleted)
+
+
+# ---------------------------------------------------------------- index jobs
+
+
+def _job_out(job: Job) -> JobOut:
+    result = None
+    if job.result is not None:
+        result = IndexResult(**job.result)
+    return JobOut(
+        id=job.id,
+        corpus_id=job.corpus_id,
+        documents=job.documents,
+        state=job.state,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        result=result,
+        error=job.error,
+    )
+
+
+@router.post(
+    "/corpora/{corpus_id}/index-jobs",
+    status_code=202,
+    response_model=JobOut,
+    summary="Index a batch of documents in the background (chunked); poll the returned job",
+    responses={429: {"model": ErrorResponse, "description": "Too many index jobs pending."}},
+)
+def submit_index_job(
+    body: DocumentBatch,
+    corpus_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> JobOut:
+    docs = _documents(body.documents, "documents")
+    info = corpus_of(svc, tid, corpus_id)
+
+    def work() -> dict[str, Any]:
+        with svc.index_lock:
+            report = service.indexer(svc.db, tid, info, svc.settings).index_documents(docs)
+        return _result(report).model_dump()
+
+    return _job_out(svc.jobs.submit(tid, info.id, len(docs), work))
+
+
+@router.get("/index-jobs/{job_id}", response_model=JobOut, summary="An index job's state and result")
+def get_index_job(job_id: str, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> JobOut:
+    job = svc.jobs.get(tid, job_id)
+    if job is None:
+        raise ApiError(404, "not_found", f"no index job {job_id!r} (jobs are forgotten when the server restarts)")
+    return _job_out(job)
+
+
+@router.get("/index-jobs", response_model=list[JobOut], summary="The caller's recent index jobs, newest first")
+def list_index_jobs(tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> list[JobOut]:
+    return [_job_out(j) for j in svc.jobs.list(tid)[:100]]

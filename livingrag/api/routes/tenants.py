@@ -1,0 +1,39 @@
+"""``/v1/tenants``: tenant management with the admin key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path, Response
+
+from livingrag.api.deps import Services, admin, services
+from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
+from livingrag.api.schemas import TenantCreate, TenantCreated, TenantOut
+from livingrag.db.repositories import tenants
+
+router = APIRouter(
+    prefix="/v1/tenants",
+    tags=["tenants"],
+    dependencies=[Depends(admin)],
+    responses=COMMON_RESPONSES | {403: {"model": ErrorResponse, "description": "Not the admin key."}},
+)
+
+
+@router.post("", status_code=201, response_model=TenantCreated, summary="Create a tenant (returns its key once)")
+def create_tenant(body: TenantCreate, svc: Services = Depends(services)) -> TenantCreated:
+    with svc.db.owner_session() as s:
+        rec, key = tenants.create_tenant(s, body.name)
+    return TenantCreated(
+        id=rec.id, name=rec.name, api_key_prefix=rec.api_key_prefix, created_at=rec.created_at, api_key=key
+    )
+
+
+@router.get("", response_model=list[TenantOut], summary="List tenants")
+def list_tenants(svc: Services = Depends(services)) -> list[TenantOut]:
+    with svc.db.owner_session() as s:
+        return [TenantOut(**vars(r)) for r in tenants.list_tenants(s)]
+
+
+@router.delete("/{tenant_id}", status_code=204, summary="Delete a tenant and everything it owns")
+def delete_tenant(tenant_id: int = Path(..., ge=1), svc: Services = Depends(services)) -> Response:
+    with svc.db.owner_session() as s:
+        tenants.delete_tenant(s, tenant_id)
+    return Response(status_code=204)

@@ -1,0 +1,253 @@
+"""Request and response models of the HTTP API (they are the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+MAX_BATCH = 1000  # documents or passages per request (the byte limit applies too)
+
+
+def _storable(v: str) -> str:
+    """PostgreSQL text holds neither NUL characters nor lone UTF-16 surrogates (JSON can carry both)."""
+    if "\x00" in v:
+        raise ValueError("must not contain a NUL character")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not valid Unicode (lone surrogate at position {exc.start})") from None
+    return v
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+"""A string that PostgreSQL can store: every text field of a request is one."""
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- tenants
+
+
+class TenantCreate(_In):
+    name: Text = Field(..., min_length=1, max_length=200, description="Unique tenant name.")
+
+
+class TenantOut(BaseModel):
+    id: int
+    name: str
+    api_key_prefix: str = Field(description="First characters of the key, to tell keys apart.")
+    created_at: datetime
+
+
+class TenantCreated(TenantOut):
+    api_key: str = Field(description="The tenant's API key. Shown once: only its hash is stored.")
+
+
+# ---------------------------------------------------------------- corpora
+
+
+class CorpusCreate(_In):
+    name: Text = Field(..., min_length=1, max_length=200, description="Corpus name, unique within the tenant.")
+
+
+class CorpusOut(BaseModel):
+    id: int
+    name: str
+    embedding_model: str
+    embedding_dim: int
+    extractor: str
+    version: int = Field(description="Bumped by every change of the corpus graph.")
+    created_at: datetime | None
+    counts: dict[str, int] | None = Field(default=None, description="Passages, sentences, entities (GET one).")
+
+
+class Page(BaseModel):
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last page.")
+
+
+class CorpusList(Page):
+    items: list[CorpusOut]
+
+
+# ---------------------------------------------------------------- passages
+
+
+class PassageIn(_In):
+    text: Text = Field(..., min_length=1, max_length=200_000, description="Passage text (not chunked).")
+    title: Text = Field(default="", max_length=1000)
+    external_id: Text | None = Field(default=None, max_length=500, description="Your own id for the passage.")
+
+
+class PassageBatch(_In):
+    passages: list[PassageIn] = Field(..., min_length=1, max_length=MAX_BATCH)
+
+
+class DocumentIn(_In):
+    text: Text = Field(..., min_length=1, max_length=2_000_000, description="Document text (chunked when indexed).")
+    title: Text = Field(default="", max_length=1000)
+    external_id: Text | None = Field(default=None, max_length=500)
+
+
+class DocumentBatch(_In):
+    documents: list[DocumentIn] = Field(..., min_length=1, max_length=MAX_BATCH)
+
+
+class PassageUpdate(_In):
+    text: Text | None = Field(default=None, min_length=1, max_length=200_000)
+    title: Text | None = Field(default=None, max_length=1000)
+
+
+class PassageDelete(_In):
+    ids: list[int] = Field(..., min_length=1, max_length=MAX_BATCH, description="Passage ids.")
+
+
+class PassageOut(BaseModel):
+    id: int
+    corpus_id: int
+    title: str
+    text: str
+    external_id: str | None
+
+
+class PassageList(Page):
+    items: list[PassageOut]
+
+
+class IndexResult(BaseModel):
+    """What one indexing run did."""
+
+    indexed: int
+    skipped_existing: int = Field(description="Passages the corpus already held (same title and text).")
+    duplicates_in_input: int
+    new_entities: int
+    version: int
+    passage_ids: list[int] = Field(description="Ids of the passages indexed now.")
+
+
+class Deleted(BaseModel):
+    deleted: list[int]
+
+
+class JobOut(BaseModel):
+    id: str
+    corpus_id: int
+    documents: int
+    state: Literal["queued", "running", "succeeded", "failed"]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: IndexResult | None
+    error: str | None
+
+
+# ---------------------------------------------------------------- ask
+
+
+class AskIn(_In):
+    question: Text = Field(..., min_length=1, description="The question (api.max_question_chars at most).")
+    corpus: int | Annotated[Text, Field(max_length=200)] = Field(..., description="Corpus id or name (the caller's).")
+    mode: Text = Field(default="living", max_length=40, description="living or linear.")
+    ablations: list[Annotated[Text, Field(max_length=40)]] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Components switched off in the living mode: fusion, scaffold, gate.",
+    )
+    top_k: int | None = Field(default=None, ge=1, le=100, description="Passages given to the prompt.")
+
+
+class AskPassage(BaseModel):
+    id: int
+    title: str
+    text: str
+    score: float
+
+
+class AskOut(BaseModel):
+    answer: str
+    explanation: str
+    system: str
+    passages: list[AskPassage]
+    fused_experience_ids: list[int]
+    scaffold_experience_id: int | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: dict[str, float]
+    query_log_id: int | None
+    writeback: Literal["queued", "none"] = Field(description="queued: the experience write-back runs later.")
+
+
+# ---------------------------------------------------------------- experiences
+
+
+class ExperienceOut(BaseModel):
+    id: int
+    corpus_id: int
+    query: str
+    answer: str
+    confidence: float
+    created_at: datetime
+    expires_at: datetime | None
+    fusion_uses: int
+    scaffold_uses: int
+    last_used_at: datetime | None
+    stale: bool
+    stale_reason: str | None
+    map_size: int
+
+
+class ExperienceList(Page):
+    items: list[ExperienceOut]
+
+
+# ---------------------------------------------------------------- admin
+
+
+class ExpireIn(_In):
+    before: Text | None = Field(default=None, max_length=100, description="ISO timestamp or date (UTC when no zone).")
+    older_than: Text | None = Field(default=None, max_length=100, description="Age such as 30d, 12h, 2w.")
+    tenant_id: int | None = Field(default=None, ge=1)
+    corpus_id: int | None = Field(default=None, ge=1)
+    dry_run: bool = False
+
+
+class ExpireOut(BaseModel):
+    expired: int
+    created_before: datetime
+    dry_run: bool
+
+
+class PruneIn(_In):
+    max_per_tenant: int | None = Field(default=None, ge=0)
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    unused_for: Text | None = Field(default=None, max_length=100, description="Age such as 90d.")
+    expired: bool = False
+    stale: bool = False
+    tenant_id: int | None = Field(default=None, ge=1)
+    corpus_id: int | None = Field(default=None, ge=1)
+    dry_run: bool = False
+
+
+class PruneOut(BaseModel):
+    counts: dict[str, int]
+    dry_run: bool
+
+
+class StatsOut(BaseModel):
+    rows: list[dict[str, Any]]
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: bool
+    schema_current: str | None
+    schema_head: str | None
+    schema_up_to_date: bool
+    models: Literal["loaded", "loading", "failed"]
+    detail: str | None = None

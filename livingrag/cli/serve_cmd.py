@@ -1,0 +1,51 @@
+"""``livingrag serve``: run the HTTP API with uvicorn."""
+
+from __future__ import annotations
+
+import typer
+
+from livingrag.cli.common import examples, load_settings
+
+SERVE_HELP = (
+    "Serve the HTTP API (OpenAPI docs at /docs, readiness at /health). Tenants authenticate with "
+    "'Authorization: Bearer <key>'; set LIVINGRAG_API__ADMIN_KEY to manage tenants over HTTP."
+    + examples(
+        "livingrag serve",
+        "livingrag serve --workers 4",
+        "LIVINGRAG_API__ADMIN_KEY=change-me livingrag serve --host 0.0.0.0 --port 8000",
+        "curl -H 'Authorization: Bearer lrg_...' localhost:8000/v1/corpora",
+    )
+)
+
+
+def serve(
+    host: str | None = typer.Option(None, "--host", help="Bind address (default: api.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", min=1, max=65535, help="Port (default: api.port, 8000)."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (debug, info, warning, error)."),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=64, help="Worker processes: stateless replicas on one port, each loading the models."
+    ),
+) -> None:
+    import uvicorn
+
+    from livingrag.api import create_app
+
+    settings = load_settings()  # validated here, so a bad setting stops the command with its name
+    common = {
+        "host": host or settings.api.host,
+        "port": port or settings.api.port,
+        "log_level": log_level,
+        "timeout_graceful_shutdown": 30,
+    }
+    if workers > 1:
+        from livingrag.db.engine import Database
+
+        # Start (embedded) and check or migrate the database once, before the workers attach to it.
+        db = Database(settings.db)
+        db.dispose()
+        try:
+            uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+        finally:
+            db.close()
+    else:
+        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]

@@ -1,0 +1,75 @@
+"""``livingrag serve`` on the embedded database, with two worker processes (the single-process
+server runs in the crash and load tests): /health answers 200 and a tenant works end to end;
+``config show`` masks the admin key."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api_support import ADMIN_KEY, ROOT, Server, auth
+from tests.corpus_support import CORPUS, QUESTIONS
+from tests.openai_compat_server import OpenAICompatServer
+
+pytestmark = pytest.mark.db
+
+
+def _env(data_dir: Path, llm_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIVINGRAG_")}
+    return env | {
+        "PYTHONPATH": str(ROOT),
+        "LIVINGRAG_DB__DATA_DIR": str(data_dir),
+        "LIVINGRAG_LLM__PROVIDER": "openai",
+        "LIVINGRAG_LLM__BASE_URL": llm_url,
+        "LIVINGRAG_LLM__MODEL": "test",
+        "LIVINGRAG_GATES__VERIFIER": "offline",
+        "LIVINGRAG_API__ADMIN_KEY": ADMIN_KEY,
+    }
+
+
+def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="livingrag-test-serve-"))  # not under /root (see DESIGN)
+    try:
+        with OpenAICompatServer() as llm:
+            srv = Server(_env(data_dir, llm.base_url), log_path=tmp_path / "server.log", args=("--workers", "2"))
+            srv.start(timeout=240)
+            try:
+                health = httpx.get(srv.url + "/health").json()
+                assert health["status"] == "ok" and health["schema_up_to_date"] and health["models"] == "loaded"
+                r = httpx.post(srv.url + "/v1/tenants", json={"name": "acme"}, headers=auth(ADMIN_KEY))
+                key = r.json()["api_key"]
+                cid = httpx.post(srv.url + "/v1/corpora", json={"name": "wiki"}, headers=auth(key)).json()["id"]
+                r = httpx.post(
+                    srv.url + f"/v1/corpora/{cid}/passages", json={"passages": CORPUS}, headers=auth(key), timeout=120
+                )
+                assert r.status_code == 201, r.text
+                r = httpx.post(
+                    srv.url + "/v1/ask", json={"question": QUESTIONS[0][0], "corpus": "wiki"}, headers=auth(key),
+                    timeout=60,
+                )  # fmt: skip
+                assert r.status_code == 200 and r.json()["passages"], r.text
+                assert httpx.get(srv.url + "/v1/corpora", headers=auth("lrg_wrong")).status_code == 401
+                for _ in range(6):  # whichever worker answers, the tenant sees its corpus
+                    listed = httpx.get(srv.url + "/v1/corpora", headers=auth(key)).json()["items"]
+                    assert [c["name"] for c in listed] == ["wiki"]
+            finally:
+                srv.stop()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_config_show_masks_the_admin_key() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIVINGRAG_")}
+    env |= {"PYTHONPATH": str(ROOT), "LIVINGRAG_API__ADMIN_KEY": "very-secret-admin-key"}
+    out = subprocess.run(
+        [sys.executable, "-m", "livingrag.cli.main", "config", "show", "--json"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert "very-secret-admin-key" not in out and "admin_key" in out
