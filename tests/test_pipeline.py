@@ -18,6 +18,7 @@ from livingrag.config import Settings, get_settings
 from livingrag.corpus import service
 from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
+from livingrag.db.repositories import corpora
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
@@ -506,6 +507,25 @@ def test_bad_input_is_refused_and_writes_nothing(
     rag.flush(timeout=30)
     assert counts(db, tenant_id) == before
     assert len(server.requests) == n_req
+
+
+def test_a_corpus_recreated_under_the_same_name_is_the_new_one(
+    db: Database, make_rag: Callable[..., LivingRAG], make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    tenant_id, _ = make_tenant()
+    rag = make_rag()
+    docs = [Document(d["title"], d["text"]) for d in CORPUS[:3]]
+    first = service.create_corpus(db, tenant_id, "kb", get_settings())
+    service.indexer(db, tenant_id, first, get_settings()).index_documents(docs)
+    assert rag.answer("Who founded it?", tenant=tenant_id, corpus="kb").passages
+    with db.tenant_session(tenant_id) as s:
+        corpora.delete_corpus(s, first.id)
+    with pytest.raises(NotFound):
+        rag.answer("Who founded it?", tenant=tenant_id, corpus="kb")
+    second = service.create_corpus(db, tenant_id, "kb", get_settings())
+    service.indexer(db, tenant_id, second, get_settings()).index_documents(docs[:1])
+    a = rag.answer("Who founded it?", tenant=tenant_id, corpus="kb")
+    assert {p.title for p in a.passages} == {docs[0].title}
 
 
 # ---------------------------------------------------------------- defaults

@@ -143,7 +143,6 @@ class LivingRAG:
         self.store = store if store is not None else ExperienceStore(self.db, settings, llm=llm)
         self.style = resolve_answer_style(settings.llm)
         self._retrievers: dict[tuple[int, int], Retriever] = {}
-        self._names: dict[tuple[str | int, str | int], tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._worker: WritebackWorker[_Job] = WritebackWorker(
             self._run_writeback,
@@ -157,14 +156,17 @@ class LivingRAG:
     # ---------------------------------------------------------------- resolution
 
     def resolve(self, tenant: int | str, corpus: int | str) -> tuple[int, CorpusInfo]:
-        """Tenant id and corpus for ids or names; :class:`NotFound` when either does not exist."""
-        key = (tenant, corpus)
-        cached = self._names.get(key)
-        if cached is not None:
-            tenant_id, corpus_id = cached
-            r = self._retrievers.get((tenant_id, corpus_id))
+        """Tenant id and corpus for ids or names; :class:`NotFound` when either does not exist.
+
+        Ids never change meaning (identity columns are not reused), so a pair of ids with a loaded
+        retriever is answered from memory; names are looked up every time, so a corpus deleted and
+        created again under the same name is the new one.
+        """
+        by_id = all(isinstance(x, int) and not isinstance(x, bool) for x in (tenant, corpus))
+        if by_id:
+            r = self._retrievers.get((int(tenant), int(corpus)))
             if r is not None:
-                return tenant_id, r.corpus
+                return int(tenant), r.corpus
         if isinstance(tenant, int) and not isinstance(tenant, bool):
             tenant_id = tenant
         else:
@@ -172,7 +174,6 @@ class LivingRAG:
                 tenant_id = tenants.get_tenant(s, str(tenant)).id
         with self.db.tenant_session(tenant_id) as s:
             info = corpora.get_corpus(s, corpus)
-        self._names[key] = (tenant_id, info.id)
         return tenant_id, info
 
     def retriever(self, tenant_id: int, corpus: CorpusInfo) -> Retriever:
