@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from livingrag.db.engine import Database
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, api_settings, app_client, auth
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

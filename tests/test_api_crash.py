@@ -16,9 +16,9 @@ from sqlalchemy import text
 from livingrag.db.engine import Database
 from livingrag.db.repositories.experiences import LOCK_NAMESPACE
 from livingrag.db.repositories.recovery import LOST_REASON
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, Server, auth, server_env
 from tests.corpus_support import CORPUS, QUESTIONS
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

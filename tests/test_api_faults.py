@@ -18,9 +18,9 @@ from livingrag.db.repositories import tenants
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import api_settings, app_client, auth, flush, free_port, seed_corpus
 from tests.corpus_support import QUESTIONS
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

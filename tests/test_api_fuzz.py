@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from livingrag.db import migrate
 from livingrag.db.engine import Database
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, api_settings, app_client, auth, seed_corpus
 from tests.conftest import db_settings_for
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import api_settings, app_client, auth, seed_corpus
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

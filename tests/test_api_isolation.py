@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from livingrag.db.engine import Database
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, api_settings, app_client, auth, flush, seed_corpus
 from tests.corpus_support import QUESTIONS
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

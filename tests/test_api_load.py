@@ -22,10 +22,10 @@ from sqlalchemy.engine import make_url
 from livingrag.api.load import LoadReport, run_load
 from livingrag.db import migrate
 from livingrag.db.engine import Database
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, Server, auth, server_env
 from tests.conftest import db_settings_for
 from tests.corpus_support import CORPUS
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, ROOT, Server, auth
 from tests.corpus_support import CORPUS, QUESTIONS
-from tests.openai_compat_server import OpenAICompatServer
 
 pytestmark = pytest.mark.db
 
