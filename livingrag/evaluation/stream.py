@@ -116,11 +116,10 @@ def index_dataset_corpus(
     db: Database, settings: Settings, dataset: Dataset, *, tenant: str, corpus: str, progress: Progress | None = None
 ) -> IndexedCorpus:
     """Index the dataset's corpus (unchanged documents are skipped) and map passages to its keys."""
-    from sqlalchemy import text
-
     from livingrag.corpus import service
     from livingrag.corpus.chunking import document_key
     from livingrag.corpus.ingest import Document
+    from livingrag.db.repositories import corpus_graph
     from livingrag.errors import NotFound
 
     tenant_id, _ = service.ensure_tenant(db, tenant)
@@ -134,8 +133,8 @@ def index_dataset_corpus(
     seconds = time.perf_counter() - t0
     by_doc_key = {document_key(d): d.external_id for d in docs}
     with db.tenant_session(tenant_id) as s:
-        rows = s.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id = :c"), {"c": info.id}).all()
-    key_of_passage = {int(pid): str(by_doc_key[dk]) for pid, dk in rows if dk in by_doc_key}
+        doc_keys = corpus_graph.passage_doc_keys(s, info.id)
+    key_of_passage = {pid: str(by_doc_key[dk]) for pid, dk in doc_keys.items() if dk in by_doc_key}
     return IndexedCorpus(tenant_id, info.id, key_of_passage, seconds)
 
 
@@ -433,7 +432,7 @@ class StreamRun:
         verdict: bool | None,
     ) -> QueryRecord:
         """Queue the write-back (stream order), wait for its decision, and build the record."""
-        from sqlalchemy import text
+        from livingrag.db.repositories import experiences as experience_repo
 
         wb = wb_error = size = None
         fut = rag.submit_writeback(a)
@@ -443,11 +442,7 @@ class StreamRun:
             except Exception as exc:
                 wb_error = f"write-back: {type(exc).__name__}: {exc}"
             with rag.db.tenant_session(corpus.tenant_id) as s:
-                size = int(
-                    s.execute(
-                        text("SELECT count(*) FROM experiences WHERE corpus_id = :c"), {"c": corpus.corpus_id}
-                    ).scalar_one()
-                )
+                size = experience_repo.count_corpus_experiences(s, corpus.corpus_id)
         return make_record(
             a,
             q,

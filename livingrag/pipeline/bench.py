@@ -56,6 +56,7 @@ def run_pipeline_bench(
     from sqlalchemy import text
 
     from livingrag.corpus.progress import NullProgress
+    from livingrag.db.repositories import experiences as experience_repo
     from livingrag.pipeline.core import LivingRAG
 
     progress = progress or NullProgress()
@@ -127,7 +128,7 @@ def run_pipeline_bench(
             server.__exit__(None, None, None)
 
     with db.tenant_session(tenant_id) as s:
-        stored = s.execute(text("SELECT count(*) FROM experiences WHERE corpus_id = :c"), {"c": corpus.id}).scalar()
+        stored = experience_repo.count_corpus_experiences(s, corpus.id)
     n = len(questions)
     out: dict[str, Any] = {
         "dataset": dataset.name,

@@ -183,10 +183,9 @@ def run_retrieval_bench(
     ks: tuple[int, ...] = (2, 5),
 ) -> dict[str, Any]:
     """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
-    from sqlalchemy import text
-
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
+    from livingrag.db.repositories import corpus_graph
 
     progress = progress or NullProgress()
     tenant_id, corpus, report, first_index = ensure_bench_corpus(
@@ -199,9 +198,7 @@ def run_retrieval_bench(
     graph = retriever.graph()
     graph_load_s = time.perf_counter() - t
     with db.tenant_session(tenant_id) as s:
-        doc_of = dict(
-            s.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id = :c"), {"c": corpus.id}).tuples().all()
-        )
+        doc_of = corpus_graph.passage_doc_keys(s, corpus.id)
     questions = dataset.questions[:limit] if limit else dataset.questions
     for q in questions[:3]:  # warm-up: first calls pay for lazy initialisation
         retriever.retrieve(retriever.encode(q.question))

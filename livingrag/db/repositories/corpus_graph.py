@@ -607,6 +607,12 @@ __all__ = [
 ]
 
 
+def passage_doc_keys(session: Session, corpus_id: int) -> dict[int, str]:
+    """Passage id -> the key of the source document it was chunked from (``passages.doc_key``)."""
+    rows = session.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id = :c"), {"c": corpus_id}).all()
+    return {int(pid): str(key) for pid, key in rows}
+
+
 def list_passages(session: Session, corpus_id: int, *, limit: int = 50, offset: int = 0) -> list[PassageRecord]:
     """A page of a corpus's passages in id order."""
     rows = session.execute(

@@ -405,6 +405,15 @@ def record_use(
     return int(res.rowcount or 0)
 
 
+def count_corpus_experiences(session: Session, corpus_id: int) -> int:
+    """Experiences of one corpus (active, stale and expired alike)."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM experiences WHERE corpus_id = :c"), {"c": int(corpus_id)}
+        ).scalar_one()
+    )
+
+
 def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     """Delete every experience of one corpus (their entity rows cascade; write-back log rows keep
     their decision with ``experience_id`` set to NULL); returns the number deleted."""
