@@ -3,9 +3,12 @@
 Every question's LinearRAG map (a_final sparsified, eq. 5) goes into an in-memory store after it is
 answered, ungated and at confidence 1; each question is retrieved from its base activation and
 from fused starts built from the earlier questions only (K, alpha, beta, tau_s, H from the
-settings). It prints per-passage Recall@5 for: the base retriever, our fusion
-(livingrag.experience.fusion.fuse: normalize = rescale to the base's maximum), the same with each
-map L1-normalised first, and with a similarity floor on s_ret. Usage:
+settings). It prints per-passage Recall@5 for the base retriever and for fusion variants: our eq. 8
+(livingrag.experience.fusion.fuse: normalize = rescale to the base's maximum) over every top-K
+experience, the same with each map L1- or max-normalised first, only experiences whose map overlaps
+the base activation, and only experiences with s_ret at or above each --floor (the fusion_floor
+setting); with the share of queries where fusion made a new entity reach the retriever's delta
+(Table 4's graph transfer). Usage:
 
     LIVINGRAG_DB__DATA_DIR=/tmp/lrg-bench .venv/bin/python benchmarks/fusion_replay.py \
         --data-dir ../shared/datasets/2wikimultihopqa --limit 100 --tenant bench --corpus bench-2wikimultihopqa
@@ -23,7 +26,7 @@ from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.evaluation.metrics import passage_recall_at_k
-from livingrag.experience.fusion import fuse, fusion_weights
+from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.similarity import sparse_cosine
 from livingrag.experience.sparsify import sparsify
 
@@ -33,7 +36,7 @@ ap.add_argument("--data-dir", required=True)
 ap.add_argument("--limit", type=int, default=100)
 ap.add_argument("--tenant", default="bench")
 ap.add_argument("--corpus", default="bench-2wikimultihopqa", help="An indexed corpus holding the dataset.")
-ap.add_argument("--floor", type=float, default=0.6, help="s_ret floor of the floor variant.")
+ap.add_argument("--floor", type=float, nargs="+", default=[0.6], help="s_ret floors of the floor variants.")
 args = ap.parse_args()
 s = get_settings()
 e = s.experience
@@ -51,8 +54,35 @@ with db.tenant_session(tid) as ses:
         for p, k in ses.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id=:c"), {"c": info.id}).all()
     }
 store = []  # (emb, map)
-variants = {"base": None, "max-scale (ours)": "max", "L1 maps": "l1", f"floor {args.floor}": "floor"}
-rec = {k: [] for k in variants}
+
+
+def unit_max(m):
+    top = max(m.values(), default=0.0)
+    if top <= 0.0:
+        return {}
+    return {k: v / top for k, v in m.items()}
+
+
+def l1(m):
+    tot = sum(m.values())
+    if tot <= 0.0:
+        return {}
+    return {k: v / tot for k, v in m.items()}
+
+
+# name -> (per-map transform, keep(s_ret, cos(a_base, map)) -> bool)
+variants = {
+    "max-scale (ours)": (None, None),
+    "L1 maps": (l1, None),
+    "unit-max maps": (unit_max, None),
+    "overlap>0": (None, lambda sr, ov: ov > 0.0),
+    "unit-max + overlap>0": (unit_max, lambda sr, ov: ov > 0.0),
+}
+for f in args.floor:
+    variants[f"floor {f}"] = (None, lambda sr, ov, f=f: sr >= f)
+    variants[f"unit-max + floor {f}"] = (unit_max, lambda sr, ov, f=f: sr >= f)
+rec = {k: [] for k in ["base", *variants]}
+added = {k: 0 for k in variants}
 for q in ds.questions:
     enc = r.encode(q.question)
     base = dict(enc.base_activation)
@@ -60,29 +90,23 @@ for q in ds.questions:
     keys0 = list(dict.fromkeys(kp.get(p.id) for p in res0.passages))
     rec["base"].append(passage_recall_at_k(keys0, q.gold_keys, 5))
     if store and base:
-        sc = np.array([e.alpha * float(enc.embedding @ v) + (1 - e.alpha) * sparse_cosine(base, m) for v, m in store])
+        ov = np.array([sparse_cosine(base, m) for _, m in store])
+        sc = np.array([e.alpha * float(enc.embedding @ v) for v, _ in store]) + (1 - e.alpha) * ov
         top = np.argsort(-sc)[: e.top_k]
         w = fusion_weights(sc[top], np.ones(len(top)), e.tau_s)
-        for name, kind in variants.items():
-            if kind is None:
-                continue
-            maps = [store[i][1] for i in top]
-            ww = list(w)
-            if kind == "l1":
-                maps = [{k: v / sum(m.values()) for k, v in m.items()} for m in maps]
-            if kind == "floor":
-                keep = [j for j, i in enumerate(top) if sc[i] >= args.floor]
-                maps = [maps[j] for j in keep]
-                ww = [ww[j] for j in keep]
-            a0 = fuse(base, maps, ww, e.beta, e.top_h) if maps else base
+        for name, (tf, keep) in variants.items():
+            sel = [j for j, i in enumerate(top) if keep is None or keep(sc[i], ov[i])]
+            maps = [tf(store[top[j]][1]) if tf else store[top[j]][1] for j in sel]
+            a0 = fuse(base, maps, [w[j] for j in sel], e.beta, e.top_h) if maps else base
+            added[name] += bool(newly_active(base, a0, r.params.delta))
             res = r.retrieve(enc, start_activation=a0)
             keys = list(dict.fromkeys(kp.get(p.id) for p in res.passages))
             rec[name].append(passage_recall_at_k(keys, q.gold_keys, 5))
     else:
         for name in variants:
-            if name != "base":
-                rec[name].append(rec["base"][-1])
+            rec[name].append(rec["base"][-1])
     store.append((enc.embedding, sparsify(res0.final_activation, e.epsilon, e.max_map_entities)))
 for k, v in rec.items():
-    print(f"{k:18s} R@5 {np.mean(v):.4f}")
+    extra = f"  graph transfer {added[k] / len(v):.1%}" if k in added else ""
+    print(f"{k:28s} R@5 {np.mean(v):.4f}{extra}")
 db.close()

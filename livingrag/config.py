@@ -170,6 +170,12 @@ class ExperienceSettings(_Group):
     beta: float = Field(default=0.5, ge=0, description="Eq. 8 fusion strength.")
     tau_s: float = Field(default=0.1, gt=0, description="Eq. 9 softmax temperature.")
     top_k: int = Field(default=3, ge=1, le=100, description="K experiences fused.")
+    fusion_floor: float = Field(
+        default=0.5,
+        ge=-1,
+        le=1,
+        description="Eq. 8: only top-K experiences with s_ret at or above this are fused (-1: all of them).",
+    )
     top_h: int | None = Field(default=30, ge=1, description="Cut each fused map to its top H entities (None: off).")
     epsilon: float = Field(default=0.01, ge=0, le=1, description="Eq. 5 sparsification threshold.")
     max_map_entities: int = Field(default=64, ge=1, description="Upper bound on stored activation-map size.")

@@ -122,7 +122,9 @@ def test_grounding_rejection_stores_nothing(db: Database, tenant: int) -> None:
 
 def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
-    store = make_store(db, CountingVerifier(1.0), top_k=2, alpha=0.5, beta=0.5, tau_s=0.1, top_h=None)
+    store = make_store(
+        db, CountingVerifier(1.0), top_k=2, alpha=0.5, beta=0.5, tau_s=0.1, top_h=None, fusion_floor=-1.0
+    )
     # two stored experiences, orthogonal embeddings; the gate lets both in (NS = 1 for each)
     e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}, query="q one?"))
     e2 = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, {3: 1.0}, query="q two?"))
@@ -146,6 +148,29 @@ def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> N
     assert m.fusion_applied and m.fused_ids == (e1.experience_id, e2.experience_id)
     assert m.added_entities == tuple(sorted(e for e in (2, 3) if raw[e] * scale >= 0.1))
     assert m.scaffold is not None and m.scaffold.summary.startswith("Question: q")
+
+
+def test_fusion_floor_fuses_only_experiences_at_or_above_it(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None}
+    store = make_store(db, CountingVerifier(1.0), fusion_floor=0.5, **kw)
+    e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}, query="q one?"))
+    e2 = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, {3: 1.0}, query="q two?"))
+    q, base = unit(DIM, (0, 0.6), (1, 0.8)), {1: 0.8}
+    m = store.match(tenant, corpus, encoding(q, base), activation_threshold=0.1)
+    # s1 = 0.3 + 0.5/sqrt(1.25) = 0.747 >= 0.5 is fused; s2 = 0.4 < 0.5 stays in top with weight 0
+    s1, s2 = 0.3 + 0.5 / math.sqrt(1.25), 0.4
+    w1 = math.exp(s1 / 0.1) / (math.exp(s1 / 0.1) + math.exp(s2 / 0.1))  # eq. 9 over the top K, not renormalised
+    assert [t.id for t in m.top] == [e1.experience_id, e2.experience_id]
+    assert [t.weight for t in m.top] == pytest.approx([w1, 0.0])
+    raw = {1: 0.8 + 0.5 * w1, 2: 0.25 * w1}
+    scale = 0.8 / max(raw.values())
+    assert m.start_activation == pytest.approx({k: v * scale for k, v in raw.items()})
+    assert m.fusion_applied and m.fused_ids == (e1.experience_id,)
+    # a floor over every match: a0 is exactly a_base, nothing is fused, the scaffold still works
+    high = make_store(db, CountingVerifier(1.0), fusion_floor=0.9, **kw).match(tenant, corpus, encoding(q, base))
+    assert high.start_activation == base and not high.fusion_applied and high.fused_ids == ()
+    assert len(high.top) == 2 and high.scaffold is not None
 
 
 def test_no_seed_entities_means_no_fusion_but_a_scaffold(db: Database, tenant: int) -> None:

@@ -109,8 +109,9 @@ class MatchResult:
     """What :meth:`ExperienceStore.match` returns before retrieval.
 
     ``start_activation`` is a0 (eq. 8), or exactly the base activation when nothing was fused.
-    ``fused_ids`` are the experiences whose maps were fused (empty when fusion did not apply: no
-    experience, or no seed entity) and ``added_entities`` the entities that fusion made active
+    ``top`` holds the top-K matches (eq. 7); ``fused_ids`` are those whose maps were fused: a
+    positive weight, i.e. s_ret at or above the fusion floor (empty when fusion did not apply: no
+    experience over the floor, or no seed entity) and ``added_entities`` the entities that fusion made active
     (at or above the threshold given to match) that were not active in the base.
     """
 
@@ -124,7 +125,7 @@ class MatchResult:
 
     @property
     def fused_ids(self) -> tuple[int, ...]:
-        return tuple(m.id for m in self.top) if self.fusion_applied else ()
+        return tuple(m.id for m in self.top if m.weight > 0.0) if self.fusion_applied else ()
 
     @property
     def scaffold_id(self) -> int | None:

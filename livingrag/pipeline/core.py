@@ -238,7 +238,7 @@ class LivingRAG:
         scaffold = match.scaffold if (match is not None and m.scaffold) else None
         prompt = build_qa_prompt(q, result.passages, scaffold=_scaffold_for_prompt(scaffold), style=self.style)
         lat["prompt"] = _ms(t)
-        fused = match.top if (fuse and match is not None) else ()
+        fused = tuple(e for e in match.top if e.weight > 0.0) if (fuse and match is not None) else ()
         fused_ids = [e.id for e in fused]
         scaffold_id = scaffold.experience_id if scaffold else None
         passage_ids = [p.id for p in result.passages]
@@ -305,7 +305,7 @@ class LivingRAG:
             explanation=gen.explanation,
             system=m.system,
             passages=result.passages,
-            fused=tuple(fused),
+            fused=fused,
             scaffold=scaffold,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
