@@ -180,6 +180,11 @@ class ExperienceSettings(_Group):
     epsilon: float = Field(default=0.01, ge=0, le=1, description="Eq. 5 sparsification threshold.")
     max_map_entities: int = Field(default=64, ge=1, description="Upper bound on stored activation-map size.")
     scaffold_lambda: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 12 template weight (lambda).")
+    scaffold_entities: Literal["auto", "keep", "mask"] = Field(
+        default="auto",
+        description="Scaffold shown with its names (keep, eq. 6) or as a masked pattern (mask); auto: mask for "
+        "the local model, which copies an earlier answer.",
+    )
     scaffold_floor: Probability = Field(default=0.35, ge=0, le=1, description="No scaffold under this score.")
     candidates_m: int = Field(default=64, ge=1, le=10_000, description="Max SQL candidates rescored in numpy.")
     seed_entities_for_lookup: int = Field(

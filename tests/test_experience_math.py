@@ -33,7 +33,7 @@ from livingrag.experience.scaffold import scaffold_scores, select_scaffold
 from livingrag.experience.sentences import split_sentences
 from livingrag.experience.similarity import dense_cosines, sparse_cosine, sparse_dot, sparse_norm, unit_sparse
 from livingrag.experience.sparsify import sparsify, validate_activation
-from livingrag.experience.template import DATE, ENT, NUM, QUOTE, guess_mentions, mask
+from livingrag.experience.template import DATE, ENT, NUM, QUOTE, guess_mentions, mask, mask_scaffold
 
 # ------------------------------------------------------------------ similarity
 
@@ -295,3 +295,24 @@ def test_eq17_eq18_novelty_by_hand() -> None:
     assert ns == pytest.approx(1 - 0.3 - 0.5 / math.sqrt(2))
     assert not is_novel(ns, 0.7) and is_novel(ns, 0.3)
     assert novelty_score(np.array([])) == 1.0
+
+
+def test_mask_scaffold_keeps_the_reasoning_pattern_only() -> None:
+    q, r, a = mask_scaffold(
+        "Where was the director of Heat born?",
+        "Heat was directed by Michael Mann. Michael Mann was born in Chicago in 1943.",
+        "Chicago",
+    )
+    assert q == "Where was the director of [ENT] born?"
+    assert r == "[ENT] was directed by [ENT]. [ENT] was born in [ENT] in [DATE]."
+    assert a == "[ENT]"
+    # a lower-case answer is masked wherever it occurs; pronouns are not entities; yes/no is kept
+    q2 = "Where did Coulson Wallop's father study?"
+    masked = mask_scaffold(q2, "His father studied at eton college.", "eton college")
+    assert masked == ("Where did [ENT] father study?", "His father studied at [ENT].", "[ENT]")
+    assert mask_scaffold("Are Heat and Ronin both American?", "Heat is American. Ronin is American.", "Yes") == (
+        "Are [ENT] both [ENT]?",
+        "[ENT] is [ENT]. [ENT] is [ENT].",
+        "Yes",
+    )
+    assert mask_scaffold("", "", "") == ("", "", "")

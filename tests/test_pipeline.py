@@ -24,7 +24,7 @@ from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
 from livingrag.experience.verifiers import Verifier
-from livingrag.pipeline.core import Answer, LivingRAG
+from livingrag.pipeline.core import Answer, LivingRAG, scaffolds_masked
 from livingrag.testing.openai_server import OpenAICompatServer, Step, qa_reply, words
 from livingrag.types import CorpusInfo
 from tests.corpus_support import CORPUS
@@ -270,6 +270,30 @@ def test_related_question_reuses_the_first_answers_experience(
     (exp,) = rows(db, tenant_id, "SELECT fusion_uses, scaffold_uses, last_used_at FROM experiences WHERE id = :i", i=e1)
     assert exp["fusion_uses"] == 1 and exp["scaffold_uses"] == 1 and exp["last_used_at"] is not None
     assert a.writeback is not None and a.writeback.result(timeout=120).decision in ("stored", "rejected_novelty")
+
+
+def test_a_masked_scaffold_shows_the_reasoning_pattern_without_names(
+    db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    tenant_id, corpus = clean
+    rag = make_rag(experience={"scaffold_entities": "mask"})
+    assert rag.mask_scaffolds
+    e1 = store_first(rag, tenant_id, corpus)
+    a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    assert a.scaffold_id == e1
+    block = user_prompt(server).split(SCAFFOLD_MARK, 1)[1].split("Question:", 1)[0]
+    assert "Earlier question: Where was the director of [ENT] born?" in block
+    assert "Silver Harbor" not in block and a.scaffold is not None
+    # the stored summary itself is untouched: masking is how the prompt shows it
+    (exp,) = rows(db, tenant_id, "SELECT summary FROM experiences WHERE id = :i", i=e1)
+    assert "Silver Harbor" in exp["summary"]
+
+
+def test_scaffold_entities_auto_masks_for_the_local_model_only(server: OpenAICompatServer) -> None:
+    assert not scaffolds_masked(make_settings(server.base_url))  # openai: eq. 6 as written
+    assert scaffolds_masked(get_settings(llm={"provider": "local"}))
+    assert scaffolds_masked(make_settings(server.base_url, experience={"scaffold_entities": "mask"}))
+    assert not scaffolds_masked(get_settings(llm={"provider": "local"}, experience={"scaffold_entities": "keep"}))
 
 
 # ---------------------------------------------------------------- write-back off the answer path

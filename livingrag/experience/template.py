@@ -42,7 +42,8 @@ _NOT_ENTITY = {
     "who", "whom", "whose", "what", "when", "where", "which", "why", "how", "is", "are", "was", "were",
     "did", "do", "does", "has", "have", "had", "can", "could", "would", "will", "should", "the", "a",
     "an", "in", "on", "of", "for", "and", "or", "if", "i", "it", "this", "that", "these", "those",
-    "name", "find", "tell", "give", "list", "between", "both",
+    "name", "find", "tell", "give", "list", "between", "both", "he", "she", "his", "her", "hers", "they",
+    "their", "its", "there", "then", "after", "before", "however", "also", "so", "thus", "therefore",
 }  # fmt: skip
 _CAP_SPAN = re.compile(
     r"[A-Z][\w'’.\-]*(?:\s+(?:(?:of|the|de|del|da|di|von|van|der|la|le|du|and|&)\s+)*[A-Z0-9][\w'’.\-]*)*"
@@ -80,3 +81,25 @@ def mask(question: str, mentions: Iterable[str] | None = None) -> str:
     text = _DATE.sub(DATE, text)
     text = _NUMBER.sub(NUM, text)
     return " ".join(text.split())
+
+
+_YES_NO = {"yes", "no"}
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def mask_scaffold(question: str, reasoning: str, answer: str) -> tuple[str, str, str]:
+    """A scaffold (eq. 6's ``(q_k, KeySent, a_k)``) reduced to its reasoning pattern: every entity
+    mention of the three parts (guessed as in :func:`guess_mentions`, plus the answer itself),
+    quoted span, date and number becomes a placeholder, with the same rules as eq. 11's ``Mask``.
+    A yes/no answer is kept (it names no entity). ``("Where was the director of Heat born?",
+    "Heat was directed by Michael Mann. Michael Mann was born in Chicago.", "Chicago")`` becomes
+    ``("Where was the director of [ENT] born?", "[ENT] was directed by [ENT]. [ENT] was born in
+    [ENT].", "[ENT]")``."""
+    a = " ".join((answer or "").split())
+    keep_answer = a.lower().rstrip(".!") in _YES_NO
+    # sentence by sentence, so that a name ending one sentence does not run into the next one's
+    mentions = [m for part in (question, *_SENTENCE_END.split(reasoning or "")) for m in guess_mentions(part)]
+    if a and not keep_answer:
+        mentions.append(a)
+    masked_answer = a if keep_answer else mask(a, mentions)
+    return mask(question, mentions), mask(reasoning, mentions), masked_answer
