@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from livingrag.db.engine import Database
+from livingrag.db.repositories import experiences as repo
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import ENT
@@ -456,3 +457,30 @@ def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: 
     assert m.top[0].id == target
     assert m.top[0].score == pytest.approx(0.5 / math.sqrt(2) + 0.25)
     assert nearest in ids and len(set(crowd) & ids) <= 1
+
+
+def test_the_packed_activation_follows_the_jsonb_map(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db, CountingVerifier(1.0))
+    r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {7: 1.0}, {7: 1.0, 9: 0.25}))
+    assert r.stored
+
+    def packed() -> dict[int, float]:
+        with db.tenant_session(tenant) as s:
+            data = s.execute(
+                text("SELECT activation_packed FROM experiences WHERE id = :i"), {"i": r.experience_id}
+            ).scalar_one()
+        ids, ws = repo.unpack_activation(data)
+        return dict(zip(ids.tolist(), ws.tolist(), strict=True))
+
+    assert packed() == {7: 1.0, 9: 0.25}
+    # an operator's edit of the jsonb map is what preselection reads next (a generated column)
+    with db.tenant_session(tenant) as s:
+        s.execute(text("""UPDATE experiences SET activation = '{"7": 0.5}' WHERE id = :i"""), {"i": r.experience_id})
+    assert packed() == {7: 0.5}
+    m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {7: 1.0}))
+    assert m.top and m.top[0].id == r.experience_id
+    # a weight that is not a number is refused, and the stored map is unchanged
+    with pytest.raises(Exception, match="double precision"), db.tenant_session(tenant) as s:
+        s.execute(text("""UPDATE experiences SET activation = '{"7": "high"}' WHERE id = :i"""), {"i": r.experience_id})
+    assert packed() == {7: 0.5}

@@ -65,6 +65,9 @@ def status(db: Database) -> SchemaStatus:
 def _run(db: Database, fn: str, revision: str) -> None:
     with _local_lock, db.owner_engine.connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+        # the pool's statement_timeout guards queries, not schema changes: rewriting or indexing a
+        # large experiences table legitimately takes longer (reset when the connection returns)
+        conn.execute(text("SET statement_timeout = 0"))
         conn.commit()
         try:
             cfg = alembic_config(conn, app_role=db.settings.app_role)
@@ -72,6 +75,7 @@ def _run(db: Database, fn: str, revision: str) -> None:
             conn.commit()
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+            conn.execute(text("RESET statement_timeout"))
             conn.commit()
     # Connections opened before the migration may hold stale type info (the vector type).
     db.app_engine.dispose()
