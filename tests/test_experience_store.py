@@ -398,6 +398,7 @@ def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
         assert "ix_experiences_query_embedding_hnsw_384" in plan
         s.execute(text("SET LOCAL hnsw.ef_search = 40"))
         assert s.execute(text(channel), params).scalars().all() == []  # plain scan: starved by the filter
+        s.execute(text("SET LOCAL enable_sort = on"))  # preselection runs with the planner's defaults
         rows = repo.preselect(
             s, tenant_id=me, corpus_id=cm, embedding=q, seeds={}, m=8, now=datetime.now(UTC), ef_search=40
         )
