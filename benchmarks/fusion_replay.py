@@ -17,13 +17,13 @@ setting); with the share of queries where fusion made a new entity reach the ret
 import argparse
 
 import numpy as np
-from sqlalchemy import text
 
 from livingrag.config import get_settings
 from livingrag.corpus import service
 from livingrag.corpus.chunking import document_key
 from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
+from livingrag.db.repositories import corpus_graph
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.evaluation.metrics import passage_recall_at_k
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
@@ -49,10 +49,7 @@ ds = load_dataset(args.dataset, args.data_dir, limit=args.limit)
 
 bykey = {document_key(Document(title=d.title, text=d.text)): d.key for d in ds.corpus}
 with db.tenant_session(tid) as ses:
-    kp = {
-        int(p): bykey.get(k)
-        for p, k in ses.execute(text("SELECT id, doc_key FROM passages WHERE corpus_id=:c"), {"c": info.id}).all()
-    }
+    kp = {p: bykey.get(k) for p, k in corpus_graph.passage_doc_keys(ses, info.id).items()}
 store = []  # (emb, map)
 
 

@@ -228,13 +228,12 @@ class ExperienceStore:
         order = top_k(ids, scores, self.exp.top_k)
         conf = np.array([rows[i].confidence for i in order])
         # eq. 9-10 over the top K; experiences under the fusion floor keep their place in ``top`` but
-        # get weight 0 (they are not fused). No seed entity, beta = 0 or nothing over the floor: a0 = a_base.
-        kept = scores[order] >= self.exp.fusion_floor if len(order) else np.zeros(0, dtype=bool)
+        # get weight 0, which fuse() skips. No seed entity, beta = 0 or nothing over the floor: a0 = a_base.
+        kept = scores[order] >= self.exp.fusion_floor
         fusion_applied = bool(base) and max(base.values()) > 0.0 and self.exp.beta > 0.0 and bool(kept.any())
         weights = fusion_weights(scores[order], conf, self.exp.tau_s) * kept if fusion_applied else np.zeros(len(order))
         if fusion_applied:
-            fused = [(rows[i].activation, w) for i, w, k in zip(order, weights, kept, strict=True) if k]
-            a0 = fuse(base, [m for m, _ in fused], [w for _, w in fused], self.exp.beta, self.exp.top_h)
+            a0 = fuse(base, [rows[i].activation for i in order], weights, self.exp.beta, self.exp.top_h)
         else:
             a0 = dict(base)
         added = newly_active(base, a0, activation_threshold or 0.0) if fusion_applied else ()

@@ -124,8 +124,13 @@ class MatchResult:
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
+    def fused(self) -> tuple[MatchedExperience, ...]:
+        """The top-K experiences whose maps were fused (a positive weight)."""
+        return tuple(m for m in self.top if m.weight > 0.0) if self.fusion_applied else ()
+
+    @property
     def fused_ids(self) -> tuple[int, ...]:
-        return tuple(m.id for m in self.top if m.weight > 0.0) if self.fusion_applied else ()
+        return tuple(m.id for m in self.fused)
 
     @property
     def scaffold_id(self) -> int | None:

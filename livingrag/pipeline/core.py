@@ -241,7 +241,7 @@ class LivingRAG:
             q, result.passages, scaffold=_scaffold_for_prompt(scaffold, masked=self.mask_scaffolds), style=self.style
         )
         lat["prompt"] = _ms(t)
-        fused = tuple(e for e in match.top if e.weight > 0.0) if (fuse and match is not None) else ()
+        fused = match.fused if (fuse and match is not None) else ()
         fused_ids = [e.id for e in fused]
         scaffold_id = scaffold.experience_id if scaffold else None
         passage_ids = [p.id for p in result.passages]
