@@ -41,8 +41,9 @@ def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
             srv = Server(_env(data_dir, llm.base_url), log_path=tmp_path / "server.log", args=("--workers", "2"))
             srv.start(timeout=240)
             try:
-                health = httpx.get(srv.url + "/health").json()
-                assert health["status"] == "ok" and health["schema_up_to_date"] and health["models"] == "loaded"
+                for _ in range(6):  # whichever worker answers, it is ready: none takes a connection before
+                    health = httpx.get(srv.url + "/health").json()
+                    assert health["status"] == "ok" and health["schema_up_to_date"] and health["models"] == "loaded"
                 r = httpx.post(srv.url + "/v1/tenants", json={"name": "acme"}, headers=auth(ADMIN_KEY))
                 key = r.json()["api_key"]
                 cid = httpx.post(srv.url + "/v1/corpora", json={"name": "wiki"}, headers=auth(key)).json()["id"]

@@ -75,9 +75,13 @@ def create_app(
     db: Database | None = None,
     rag: LivingRAG | None = None,
     preload_models: bool = True,
+    models_before_serving: bool = False,
 ) -> FastAPI:
     """The HTTP app. ``db`` and ``rag`` are built from ``settings`` on startup unless given (then the
-    caller owns them). Models load in the background; ``/health`` says 503 until they have."""
+    caller owns them). Models load in the background and ``/health`` says 503 until they have; with
+    ``models_before_serving`` the process accepts no connection until they have (``serve --workers
+    N``: the workers share one port, so a worker still loading must not answer a readiness probe or
+    a question meant for a ready one)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -101,7 +105,9 @@ def create_app(
         # what a client meets past api.max_inflight.
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, settings.api.max_inflight + 16)
-        if preload_models:
+        if preload_models and models_before_serving:
+            await anyio.to_thread.run_sync(_load_models, svc)
+        elif preload_models:
             threading.Thread(target=_load_models, args=(svc,), name="load-models", daemon=True).start()
         else:
             svc.models_loaded.set()
@@ -137,7 +143,8 @@ def create_app(
 
 
 def app_from_environment() -> FastAPI:
-    """The app with settings from the environment (``livingrag serve --workers N`` builds one per worker)."""
+    """The app with settings from the environment (``livingrag serve --workers N`` builds one per
+    worker); each worker loads its models before it takes a connection."""
     from livingrag.config import get_settings
 
-    return create_app(get_settings())
+    return create_app(get_settings(), models_before_serving=True)

@@ -23,7 +23,11 @@ def serve(
     port: int | None = typer.Option(None, "--port", min=1, max=65535, help="Port (default: api.port, 8000)."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level (debug, info, warning, error)."),
     workers: int = typer.Option(
-        1, "--workers", min=1, max=64, help="Worker processes: stateless replicas on one port, each loading the models."
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="Worker processes: stateless replicas on one port; each loads the models before it takes a connection.",
     ),
 ) -> None:
     import uvicorn
