@@ -186,6 +186,13 @@ class ExperienceSettings(_Group):
         "the local model, which copies an earlier answer.",
     )
     scaffold_floor: Probability = Field(default=0.35, ge=0, le=1, description="No scaffold under this score.")
+    scaffold_template_floor: Probability = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="No scaffold from an experience whose template similarity (eq. 12's cosine) is under this "
+        "(0: eq. 13 alone).",
+    )
     candidates_m: int = Field(default=64, ge=1, le=10_000, description="Max SQL candidates rescored in numpy.")
     seed_entities_for_lookup: int = Field(
         default=8, ge=1, le=1000, description="Strongest base entities used for the entity-overlap channel."

@@ -206,6 +206,20 @@ def test_eq12_eq13_scaffold_by_hand() -> None:
     assert list(scaffold_scores(np.array([0.5, 0.4]), np.array([0.2, 0.9]), 0.0)) == [0.5, 0.4]
 
 
+def test_the_template_floor_makes_a_candidate_ineligible() -> None:
+    # s_ret 0.9 / 0.5, template similarity 0.6 / 0.8, lambda 0.5: eq. 12 gives 0.75 / 0.65
+    t = np.array([0.6, 0.8])
+    s = scaffold_scores(np.array([0.9, 0.5]), t, 0.5)
+    assert s == pytest.approx([0.75, 0.65])
+    assert select_scaffold(s, 0.35) == 0  # eq. 13 alone: the shared entity wins
+    assert select_scaffold(s, 0.35, t, 0.7) == 1  # only the same-form question is eligible
+    assert select_scaffold(s, 0.7, t, 0.7) is None  # eligible, but under the score floor
+    assert select_scaffold(s, 0.35, t, 0.85) is None  # nothing eligible
+    assert select_scaffold(s, 0.35, t, 0.0) == 0  # template floor 0: eq. 13 alone
+    with pytest.raises(ValueError, match="template similarities"):
+        select_scaffold(s, 0.35, np.array([0.1]), 0.5)
+
+
 # ------------------------------------------------------------------ eq. 6 KeySent
 
 

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.db
 DIM = 8
 
 
-def encoding(emb: np.ndarray, base: dict[int, float], question: str = "Where was X born?") -> QueryEncoding:
+def encoding(
+    emb: np.ndarray, base: dict[int, float], question: str = "Where was the director of Amber Coast born?"
+) -> QueryEncoding:
     return QueryEncoding(question=question, embedding=emb, mentions=(), seeds=(), base_activation=base)
 
 
@@ -124,8 +126,9 @@ def test_grounding_rejection_stores_nothing(db: Database, tenant: int) -> None:
 def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     store = make_store(
-        db, CountingVerifier(1.0), top_k=2, alpha=0.5, beta=0.5, tau_s=0.1, top_h=None, fusion_floor=-1.0
-    )
+        db, CountingVerifier(1.0), top_k=2, alpha=0.5, beta=0.5, tau_s=0.1, top_h=None, fusion_floor=-1.0,
+        scaffold_template_floor=0.0,
+    )  # fmt: skip
     # two stored experiences, orthogonal embeddings; the gate lets both in (NS = 1 for each)
     e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}, query="q one?"))
     e2 = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, {3: 1.0}, query="q two?"))
@@ -151,9 +154,32 @@ def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> N
     assert m.scaffold is not None and m.scaffold.summary.startswith("Question: q")
 
 
+def test_the_scaffold_comes_from_a_question_of_the_same_form(db: Database, tenant: int) -> None:
+    """A shared entity gives the other-form question the higher s_ret (eq. 7) and eq. 12's score;
+    the template floor leaves only the same-form question eligible (eq. 13 over it)."""
+    corpus = make_corpus(db, tenant, DIM)
+    kw = {"top_k": 2, "alpha": 0.5, "tau_s": 0.1, "top_h": None, "scaffold_lambda": 0.5, "scaffold_floor": 0.0}
+    films_q = "Which film came out first, Glass Orchard or The Salt Road?"
+    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=films_q)
+    born_q = "Where was the director of Winter Harbour born?"
+    born = candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query=born_q)
+    paper = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.0, **kw)
+    e_films, e_born = paper.write_back(films), paper.write_back(born)
+    assert e_films.stored and e_born.stored
+    q = encoding(unit(DIM, (0, 0.8), (1, 0.6)), {1: 0.8}, question="Where was the director of Glass Orchard born?")
+    m = paper.match(tenant, corpus, q, activation_threshold=0.1)
+    assert [t.id for t in m.top] == [e_films.experience_id, e_born.experience_id]  # the shared entity wins s_ret
+    assert m.scaffold is not None and m.scaffold.experience_id == e_films.experience_id
+    films_tsim = m.scaffold.template_similarity
+    gated = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, **kw)
+    m = gated.match(tenant, corpus, q, activation_threshold=0.1)
+    assert m.scaffold is not None and m.scaffold.experience_id == e_born.experience_id
+    assert films_tsim < 0.7 <= m.scaffold.template_similarity
+
+
 def test_fusion_floor_fuses_only_experiences_at_or_above_it(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
-    kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None}
+    kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None, "scaffold_template_floor": 0.0}
     store = make_store(db, CountingVerifier(1.0), fusion_floor=0.5, **kw)
     e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, {1: 1.0, 2: 0.5}, query="q one?"))
     e2 = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, {3: 1.0}, query="q two?"))
@@ -176,7 +202,7 @@ def test_fusion_floor_fuses_only_experiences_at_or_above_it(db: Database, tenant
 
 def test_no_seed_entities_means_no_fusion_but_a_scaffold(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
-    store = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.0, scaffold_floor=0.3)
+    store = make_store(db, CountingVerifier(1.0), scaffold_lambda=0.0, scaffold_floor=0.3, scaffold_template_floor=0.0)
     e1 = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
     m = store.match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {}))
     assert m.start_activation == {} and not m.fusion_applied and m.fused_ids == ()

@@ -5,6 +5,11 @@
 
 No scaffold is selected when there is no candidate or when the best score is under a floor (the
 paper's "no useful scaffold"). With ``lambda = 0`` the scaffold is the best retrieval match.
+
+Beyond the paper, a candidate whose template similarity is under a template floor is not eligible
+at all: a high s_k^ret from a shared entity can otherwise make the scaffold of a question of
+another form win (the demo's "which film came out first" shown as the pattern for "where was the
+director born"), and the small offline model follows the scaffold it is given.
 """
 
 from __future__ import annotations
@@ -23,11 +28,22 @@ def scaffold_scores(retrieval_scores: np.ndarray, template_similarities: np.ndar
     return (1.0 - lam) * r + lam * t
 
 
-def select_scaffold(scores: np.ndarray, floor: float) -> int | None:
-    """Eq. 13: index of the highest score (the first one on ties), or ``None`` when there is no
-    candidate or the best score is below ``floor``."""
+def select_scaffold(
+    scores: np.ndarray,
+    floor: float,
+    template_similarities: np.ndarray | None = None,
+    template_floor: float = 0.0,
+) -> int | None:
+    """Eq. 13 over the eligible candidates: index of the highest score (the first one on ties)
+    among those with ``template_similarities >= template_floor`` (all of them when no similarities
+    are given), or ``None`` when none is eligible or the best eligible score is below ``floor``."""
     s = np.asarray(scores, dtype=np.float64)
-    if s.size == 0:
+    if template_similarities is not None:
+        t = np.asarray(template_similarities, dtype=np.float64)
+        if t.shape != s.shape:
+            raise ValueError(f"{s.size} scaffold scores but {t.size} template similarities")
+        s = np.where(t >= template_floor, s, -np.inf)
+    if s.size == 0 or not np.isfinite(s).any():
         return None
     best = int(np.argmax(s))
     return best if s[best] >= floor else None

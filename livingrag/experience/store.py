@@ -254,9 +254,11 @@ class ExperienceStore:
 
         t2 = time.perf_counter()
         lam = self.exp.scaffold_lambda
-        tsims = self._template_similarities(encoding, rows) if lam > 0 else np.zeros(len(rows))
+        tfloor = self.exp.scaffold_template_floor
+        need_templates = lam > 0 or tfloor > 0
+        tsims = self._template_similarities(encoding, rows) if need_templates else np.zeros(len(rows))
         s_scaf = scaffold_scores(scores, tsims, lam)
-        pick = select_scaffold(s_scaf, self.exp.scaffold_floor)
+        pick = select_scaffold(s_scaf, self.exp.scaffold_floor, tsims, tfloor)
         scaffold = None
         if pick is not None:
             scaffold = ScaffoldChoice(
