@@ -29,6 +29,8 @@ from livingrag.evaluation.metrics import passage_recall_at_k
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.similarity import sparse_cosine
 from livingrag.experience.sparsify import sparsify
+from livingrag.experience.template import mask
+from livingrag.models.embedder import get_embedder
 
 ap = argparse.ArgumentParser(description="Retrieval-only replay of activation-map fusion.")
 ap.add_argument("--dataset", default="2wikimultihopqa")
@@ -37,10 +39,14 @@ ap.add_argument("--limit", type=int, default=100)
 ap.add_argument("--tenant", default="bench")
 ap.add_argument("--corpus", default="bench-2wikimultihopqa", help="An indexed corpus holding the dataset.")
 ap.add_argument("--floor", type=float, nargs="+", default=[0.6], help="s_ret floors of the floor variants.")
+ap.add_argument(
+    "--template-floor", type=float, nargs="*", default=[0.7], help="Template-similarity floors (with each --floor)."
+)
 args = ap.parse_args()
 s = get_settings()
 e = s.experience
 print(f"settings: K={e.top_k} alpha={e.alpha} beta={e.beta} tau_s={e.tau_s} H={e.top_h} eps={e.epsilon}")
+embedder = get_embedder(s.models.embedding_model, s.models.device, s.models.embedding_batch_size)
 db = Database(s.db)
 tid, _ = service.ensure_tenant(db, args.tenant, create=False)
 info = service.get_corpus(db, tid, args.corpus)
@@ -50,7 +56,7 @@ ds = load_dataset(args.dataset, args.data_dir, limit=args.limit)
 bykey = {document_key(Document(title=d.title, text=d.text)): d.key for d in ds.corpus}
 with db.tenant_session(tid) as ses:
     kp = {p: bykey.get(k) for p, k in corpus_graph.passage_doc_keys(ses, info.id).items()}
-store = []  # (emb, map)
+store = []  # (emb, map, unit template embedding)
 
 
 def unit_max(m):
@@ -67,32 +73,37 @@ def l1(m):
     return {k: v / tot for k, v in m.items()}
 
 
-# name -> (per-map transform, keep(s_ret, cos(a_base, map)) -> bool)
+# name -> (per-map transform, keep(s_ret, cos(a_base, map), template similarity) -> bool)
 variants = {
     "max-scale (ours)": (None, None),
     "L1 maps": (l1, None),
     "unit-max maps": (unit_max, None),
-    "overlap>0": (None, lambda sr, ov: ov > 0.0),
-    "unit-max + overlap>0": (unit_max, lambda sr, ov: ov > 0.0),
+    "overlap>0": (None, lambda sr, ov, ts: ov > 0.0),
+    "unit-max + overlap>0": (unit_max, lambda sr, ov, ts: ov > 0.0),
 }
 for f in args.floor:
-    variants[f"floor {f}"] = (None, lambda sr, ov, f=f: sr >= f)
-    variants[f"unit-max + floor {f}"] = (unit_max, lambda sr, ov, f=f: sr >= f)
+    variants[f"floor {f}"] = (None, lambda sr, ov, ts, f=f: sr >= f)
+    variants[f"unit-max + floor {f}"] = (unit_max, lambda sr, ov, ts, f=f: sr >= f)
+    for t in args.template_floor:
+        variants[f"floor {f} + template {t}"] = (None, lambda sr, ov, ts, f=f, t=t: sr >= f and ts >= t)
 rec = {k: [] for k in ["base", *variants]}
 added = {k: 0 for k in variants}
 for q in ds.questions:
     enc = r.encode(q.question)
+    tv = np.asarray(embedder.encode([mask(q.question, enc.mentions)])[0], dtype=np.float64)
+    tv /= np.linalg.norm(tv) or 1.0
     base = dict(enc.base_activation)
     res0 = r.retrieve(enc)
     keys0 = list(dict.fromkeys(kp.get(p.id) for p in res0.passages))
     rec["base"].append(passage_recall_at_k(keys0, q.gold_keys, 5))
     if store and base:
-        ov = np.array([sparse_cosine(base, m) for _, m in store])
-        sc = np.array([e.alpha * float(enc.embedding @ v) for v, _ in store]) + (1 - e.alpha) * ov
+        ov = np.array([sparse_cosine(base, m) for _, m, _ in store])
+        ts = np.array([float(tv @ t) for _, _, t in store])
+        sc = np.array([e.alpha * float(enc.embedding @ v) for v, _, _ in store]) + (1 - e.alpha) * ov
         top = np.argsort(-sc)[: e.top_k]
         w = fusion_weights(sc[top], np.ones(len(top)), e.tau_s)
         for name, (tf, keep) in variants.items():
-            sel = [j for j, i in enumerate(top) if keep is None or keep(sc[i], ov[i])]
+            sel = [j for j, i in enumerate(top) if keep is None or keep(sc[i], ov[i], ts[i])]
             maps = [tf(store[top[j]][1]) if tf else store[top[j]][1] for j in sel]
             a0 = fuse(base, maps, [w[j] for j in sel], e.beta, e.top_h) if maps else base
             added[name] += bool(newly_active(base, a0, r.params.delta))
@@ -102,7 +113,7 @@ for q in ds.questions:
     else:
         for name in variants:
             rec[name].append(rec["base"][-1])
-    store.append((enc.embedding, sparsify(res0.final_activation, e.epsilon, e.max_map_entities)))
+    store.append((enc.embedding, sparsify(res0.final_activation, e.epsilon, e.max_map_entities), tv))
 for k, v in rec.items():
     extra = f"  graph transfer {added[k] / len(v):.1%}" if k in added else ""
     print(f"{k:28s} R@5 {np.mean(v):.4f}{extra}")

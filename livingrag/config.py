@@ -176,6 +176,13 @@ class ExperienceSettings(_Group):
         le=1,
         description="Eq. 8: only top-K experiences with s_ret at or above this are fused (-1: all of them).",
     )
+    fusion_template_floor: Probability = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Fuse only experiences whose template similarity (eq. 12's cosine) is at or above this "
+        "(0: off, eq. 8-10).",
+    )
     top_h: int | None = Field(default=30, ge=1, description="Cut each fused map to its top H entities (None: off).")
     epsilon: float = Field(default=0.01, ge=0, le=1, description="Eq. 5 sparsification threshold.")
     max_map_entities: int = Field(default=64, ge=1, description="Upper bound on stored activation-map size.")

@@ -177,6 +177,35 @@ def test_the_scaffold_comes_from_a_question_of_the_same_form(db: Database, tenan
     assert films_tsim < 0.7 <= m.scaffold.template_similarity
 
 
+def test_the_fusion_template_floor_fuses_only_questions_of_the_same_form(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None, "fusion_floor": -1.0}
+    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="Which film came out first, A or B?")
+    born = candidate(
+        tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query="Where was the director of Winter Harbour born?"
+    )
+    paper = make_store(db, CountingVerifier(1.0), **kw)
+    e_films, e_born = paper.write_back(films), paper.write_back(born)
+    q = encoding(unit(DIM, (0, 0.8), (1, 0.6)), {1: 0.8}, question="Where was the director of Glass Orchard born?")
+    # eq. 7: s_films = 0.5 * 0.8 + 0.5 * 1 = 0.9, s_born = 0.5 * 0.6 + 0 = 0.3; eq. 9 over both
+    z = math.exp(9.0) + math.exp(3.0)
+    w_films, w_born = math.exp(9.0) / z, math.exp(3.0) / z
+    m = paper.match(tenant, corpus, q, activation_threshold=0.1)
+    assert m.fused_ids == (e_films.experience_id, e_born.experience_id)
+    gated = make_store(db, CountingVerifier(1.0), fusion_template_floor=0.7, **kw)
+    m = gated.match(tenant, corpus, q, activation_threshold=0.1)
+    assert [t.id for t in m.top] == [e_films.experience_id, e_born.experience_id]
+    assert [t.weight for t in m.top] == pytest.approx([0.0, w_born])  # not renormalised: w_films is dropped
+    assert m.fused_ids == (e_born.experience_id,)
+    # eq. 8: {1: 0.8, 3: 0.5 * w_born}, already at the base's maximum
+    assert m.start_activation == pytest.approx({1: 0.8, 3: 0.5 * w_born})
+    assert w_films > 0.99  # what the paper's fusion would have given the other form's map
+    # with the default s_ret floor (0.5) only the other form would pass: nothing is fused, a0 = a_base
+    both = make_store(db, CountingVerifier(1.0), **(kw | {"fusion_floor": 0.5, "fusion_template_floor": 0.7}))
+    m = both.match(tenant, corpus, q, activation_threshold=0.1)
+    assert m.start_activation == {1: 0.8} and not m.fusion_applied and m.fused_ids == ()
+
+
 def test_fusion_floor_fuses_only_experiences_at_or_above_it(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None, "scaffold_template_floor": 0.0}

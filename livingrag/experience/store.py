@@ -227,9 +227,18 @@ class ExperienceStore:
             scores = apply_decay(scores, decay_factors(ages, self.exp.decay_half_life_days))
         order = top_k(ids, scores, self.exp.top_k)
         conf = np.array([rows[i].confidence for i in order])
-        # eq. 9-10 over the top K; experiences under the fusion floor keep their place in ``top`` but
-        # get weight 0, which fuse() skips. No seed entity, beta = 0 or nothing over the floor: a0 = a_base.
+        exp = self.exp
+        lam, tfloor, ftfloor = exp.scaffold_lambda, exp.scaffold_template_floor, exp.fusion_template_floor
+        t_tpl = time.perf_counter()
+        need_templates = lam > 0 or tfloor > 0 or ftfloor > 0
+        tsims = self._template_similarities(encoding, rows) if need_templates else np.zeros(len(rows))
+        template_ms = _ms(t_tpl)
+        # eq. 9-10 over the top K; experiences under the fusion floor (or, with fusion_template_floor,
+        # of another question form) keep their place in ``top`` but get weight 0, which fuse() skips.
+        # No seed entity, beta = 0 or nothing kept: a0 = a_base.
         kept = scores[order] >= self.exp.fusion_floor
+        if ftfloor > 0:
+            kept &= tsims[order] >= ftfloor
         fusion_applied = bool(base) and max(base.values()) > 0.0 and self.exp.beta > 0.0 and bool(kept.any())
         weights = fusion_weights(scores[order], conf, self.exp.tau_s) * kept if fusion_applied else np.zeros(len(order))
         if fusion_applied:
@@ -250,13 +259,9 @@ class ExperienceStore:
             )
             for i, w in zip(order, weights, strict=True)
         )
-        timings["rescore_ms"] = _ms(t1)
+        timings["rescore_ms"] = round(_ms(t1) - template_ms, 3)
 
         t2 = time.perf_counter()
-        lam = self.exp.scaffold_lambda
-        tfloor = self.exp.scaffold_template_floor
-        need_templates = lam > 0 or tfloor > 0
-        tsims = self._template_similarities(encoding, rows) if need_templates else np.zeros(len(rows))
         s_scaf = scaffold_scores(scores, tsims, lam)
         pick = select_scaffold(s_scaf, self.exp.scaffold_floor, tsims, tfloor)
         scaffold = None
@@ -268,7 +273,7 @@ class ExperienceStore:
                 template_similarity=float(tsims[pick]),
                 summary=rows[pick].summary,
             )
-        timings["scaffold_ms"] = _ms(t2)
+        timings["scaffold_ms"] = round(_ms(t2) + template_ms, 3)  # template similarities included
         timings["total_ms"] = _ms(t0)
         return MatchResult(
             start_activation=a0,
