@@ -45,6 +45,7 @@ _NOT_ENTITY = {
     "name", "find", "tell", "give", "list", "between", "both", "he", "she", "his", "her", "hers", "they",
     "their", "its", "there", "then", "after", "before", "however", "also", "so", "thus", "therefore",
 }  # fmt: skip
+_TITLE_ARTICLES = {"The", "A", "An"}
 _CAP_SPAN = re.compile(
     r"[A-Z][\w'’.\-]*(?:\s+(?:(?:of|the|de|del|da|di|von|van|der|la|le|du|and|&)\s+)*[A-Z0-9][\w'’.\-]*)*"
 )
@@ -52,11 +53,18 @@ _CAP_SPAN = re.compile(
 
 def guess_mentions(text: str) -> list[str]:
     """Capitalised spans ("University of Chicago", "Tom Hanks") that are not question words; a
-    fallback for NER mentions."""
+    fallback for NER mentions. A capitalised article inside a sentence starts a title ("first,
+    The Salt Road or ..."); at a sentence's start it is only the sentence's first word."""
     out: list[str] = []
-    for m in _CAP_SPAN.finditer(text or ""):
+    text = text or ""
+    for m in _CAP_SPAN.finditer(text):
         span = m.group(0).rstrip(".'’-")
         words = span.split()
+        before = text[: m.start()].rstrip()
+        mid_sentence = bool(before) and before[-1] not in '.!?:;"“(['
+        if mid_sentence and len(words) > 1 and words[0] in _TITLE_ARTICLES:
+            out.append(" ".join(words))
+            continue
         while words and words[0].lower() in _NOT_ENTITY:
             words = words[1:]
         if words:
