@@ -237,6 +237,11 @@ class GateSettings(_Group):
     nli_model: str = Field(default="cross-encoder/nli-deberta-v3-large", description="Local path or cached name.")
     evidence_sentences: int = Field(default=4, ge=1, le=100, description="K_g evidence sentences per claim.")
     max_claims: int = Field(default=12, ge=1, le=200, description="Atomic claims checked per candidate.")
+    answer_form: bool = Field(
+        default=True,
+        description="Before grounding, reject an answer of the wrong form (a name for 'when', neither option of "
+        "'A or B?', not yes/no for a yes/no question).",
+    )
 
     @field_validator("verifier", mode="before")
     @classmethod

@@ -17,7 +17,15 @@ from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import ENT
 from livingrag.experience.types import UsedPassage
 from livingrag.types import QueryEncoding
-from tests.experience_helpers import CountingVerifier, candidate, make_corpus, make_store, settings, unit
+from tests.experience_helpers import (
+    CountingVerifier,
+    HashingEncoder,
+    candidate,
+    make_corpus,
+    make_store,
+    settings,
+    unit,
+)
 
 pytestmark = pytest.mark.db
 
@@ -121,6 +129,34 @@ def test_grounding_rejection_stores_nothing(db: Database, tenant: int) -> None:
     assert r.decision == "rejected_grounding" and r.grounding == 0.0 and r.novelty == 1.0
     assert r.claims and all(v.score == 0.2 for v in r.claims)
     assert counts(db, tenant) == {"experiences": 0, "experience_entities": 0, "writeback_log": 1}
+
+
+def test_an_answer_of_the_wrong_form_is_rejected_before_grounding(db: Database, tenant: int) -> None:
+    corpus = make_corpus(db, tenant, DIM)
+    verifier = CountingVerifier(1.0)
+    store = make_store(db, verifier)
+    q = "When did the director of Winter Harbour die?"
+    r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=q, answer="Orla Brennick"))
+    assert r.decision == "rejected_grounding" and r.grounding == 0.0 and r.novelty == 1.0
+    assert r.reason is not None and "asks when" in r.reason
+    assert verifier.calls == 0  # decided before the verifier was asked
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text("SELECT decision, grounding, reason, details->>'stage', details->>'expected' FROM writeback_log"
+                 " WHERE id = :i"), {"i": r.log_id},
+        ).one()  # fmt: skip
+    assert row[0] == "rejected_grounding" and row[1] == 0.0 and "asks when" in row[2]
+    assert row[3] == "answer_form" and row[4] == "a time"
+    assert counts(db, tenant)["experiences"] == 0
+    # the check is a setting: off, the same candidate goes to the verifier and is stored
+    off = ExperienceStore(db, settings(gates={"answer_form": False}), encoder=HashingEncoder(), verifier=verifier)
+    assert off.write_back(
+        candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=q, answer="Orla Brennick")
+    ).stored
+    assert verifier.calls == 1
+    # and an answer of the right form is checked by the verifier as before
+    ok = store.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query=q, answer="12 May 1990"))
+    assert ok.stored and verifier.calls == 2
 
 
 def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> None:

@@ -35,6 +35,7 @@ from livingrag.db.engine import Database
 from livingrag.db.repositories import experiences as repo
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience import lifecycle  # noqa: F401  (registers the stale-marking passage hook)
+from livingrag.experience.answer_form import check_answer_form
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
@@ -366,6 +367,14 @@ class ExperienceStore:
                 return self._decide(c, "rejected_novelty", ns, None, resolved, details, timings, t0)
 
             t2 = time.perf_counter()
+            if resolved.verifier is not None and self.gates.answer_form:
+                form = check_answer_form(c.query, c.answer)
+                if not form.fits:  # an answer of the wrong form is not an experience, however grounded
+                    details |= {"stage": "answer_form", "expected": form.expected}
+                    timings["grounding_ms"] = _ms(t2)
+                    return self._decide(
+                        c, "rejected_grounding", ns, 0.0, resolved, details, timings, t0, reason=form.reason
+                    )
             if resolved.verifier is None:
                 gs = 1.0  # gates.verifier=none: the grounding gate is off (ablation)
             else:
