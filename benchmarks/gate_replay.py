@@ -42,17 +42,25 @@ ap.add_argument("--records", required=True, help="records.jsonl of a `livingrag 
 ap.add_argument("--dataset", default="2wikimultihopqa")
 ap.add_argument("--data-dir", required=True)
 ap.add_argument("--system", default=None, help="Only this system's answers (default: every system's).")
+ap.add_argument(
+    "--relation-miss",
+    default="0.4",
+    help="The offline verifier's R for an answer unit without the question's relation ('off': no relation check).",
+)
 args = ap.parse_args()
 s = get_settings()
 g = s.gates
-records = [json.loads(line) for line in open(args.records, encoding="utf-8") if line.strip()]
+with open(args.records, encoding="utf-8") as fh:
+    records = [json.loads(line) for line in fh if line.strip()]
 records = [r for r in records if (args.system is None or r["system"] == args.system) and r.get("prediction")]
 ds = load_dataset(args.dataset, args.data_dir)
 docs = {d.key: d for d in ds.corpus}
 encoder = get_embedder(s.models.embedding_model, s.models.device, s.models.embedding_batch_size)
-verifier = OfflineVerifier(encoder=encoder, evidence_k=g.evidence_sentences)
+miss = None if args.relation_miss == "off" else float(args.relation_miss)
+verifier = OfflineVerifier(encoder=encoder, evidence_k=g.evidence_sentences, relation_miss=miss)
 print(
-    f"settings: verifier offline, tau_nli={g.tau_nli} tau_gs={g.tau_gs} evidence_k={g.evidence_sentences} "
+    f"settings: verifier offline (relation_miss {args.relation_miss}), tau_nli={g.tau_nli} tau_gs={g.tau_gs} "
+    f"evidence_k={g.evidence_sentences} "
     f"max_claims={g.max_claims}; {len(records)} answers from {args.records}"
 )
 t0 = time.perf_counter()

@@ -23,9 +23,12 @@ from livingrag.experience.verifiers.offline import (
     OfflineVerifier,
     answer_found,
     content_words,
+    head_relation,
     number_agreement,
     numbers,
     question_entity_coverage,
+    relation_agreement,
+    relation_words,
 )
 from livingrag.generation.llm import Completion, Message
 from tests.experience_helpers import HashingEncoder
@@ -228,6 +231,37 @@ def test_offline_answer_claims(embedder) -> None:  # type: ignore[no-untyped-def
     assert v.verify(good, PASSAGES)[0].passage_id == 2
     assert v.verify(wrong, PASSAGES)[0].score == 0.0
     assert v.verify(unrelated_q, PASSAGES)[0].score == pytest.approx(0.4)  # < tau_nli: subject never named
+
+
+def test_relation_words_fold_synonyms_and_skip_names_and_answer_types() -> None:
+    q = "Where was the place of death of Maurice, Prince of Orange's father?"
+    assert relation_words(q) == ["die", "parent"] and head_relation(q) == "die"
+    q = "Who is the child of the performer of song Me And Bobby McGee?"
+    assert relation_words(q) == ["child", "perform"] and head_relation(q) == "child"
+    assert head_relation("Where was the director of Winter Harbour born?") == "born"  # the final verb
+    assert head_relation("When did Lothair II's mother die?") == "die"
+    assert head_relation("Which film came out first, 3 Dots or Dying God?") is None
+    assert relation_agreement("die", "William the Silent was assassinated in Delft.")
+    assert relation_agreement("child", "Her son Dean Miller is a singer.")
+    assert not relation_agreement("die", "He was stadtholder of every province except Friesland.")
+    assert not relation_agreement("born", "Winter Harbour was directed by Orla Brennick and shot in Reykjavik.")
+    assert relation_agreement(None, "anything")
+
+
+def test_an_answer_unit_without_the_questions_relation_is_weak(embedder) -> None:  # type: ignore[no-untyped-def]
+    passages = [
+        UsedPassage(
+            1, "Maurice of Orange was stadtholder of every province of the republic except Friesland.", "Maurice"
+        ),
+        UsedPassage(2, "William the Silent, father of Maurice of Orange, was assassinated in Delft.", "William"),
+    ]
+    q = "Where did Maurice of Orange's father die?"
+    right, wrong = extract_claims("", "Delft", q, 12), extract_claims("", "Friesland", q, 12)
+    v = OfflineVerifier(encoder=embedder, evidence_k=4)
+    assert v.verify(right, passages)[0].score == pytest.approx(1.0)
+    assert v.verify(wrong, passages)[0].score == pytest.approx(0.4)  # (0.4 + 0.6 * 1) * relation_miss 0.4
+    off = OfflineVerifier(encoder=embedder, evidence_k=4, relation_miss=None)
+    assert off.verify(wrong, passages)[0].score == pytest.approx(1.0)  # without the check it was grounded
 
 
 def test_offline_verifier_with_no_passages(embedder) -> None:  # type: ignore[no-untyped-def]

@@ -14,8 +14,17 @@ scored and the best one kept (eq. 15). A unit's support for an explanation claim
 * ``G``: 0.5 when the claim is negated ("not", "never", ...) and the unit is not, else 1.
 
 An answer claim is supported by a unit that contains the answer, in proportion to how many of
-the question's entities the used passages mention: ``p = found * (0.4 + 0.6 * q_ent)``; a
-retrieved set that never names the question's subject cannot ground its answer.
+the question's entities the used passages mention, and only fully when that unit states the
+question's head relation: ``p = found * (0.4 + 0.6 * q_ent) * R``; a retrieved set that never
+names the question's subject cannot ground its answer. ``R`` is 1 when the question has no
+relation word or the unit states its head relation, else ``relation_miss`` (0.4). Relation words
+are the question's words outside its entity names, question words and answer-type nouns such as
+"place" or "nationality", stemmed, with common relation synonyms folded (born/birth, died/death,
+wife/husband/spouse/married, director/directed, son/daughter/child, studied/educated/attended,
+...); the head is the final verb of "Where was ... born?" / "When did ... die?" and the first
+relation otherwise ("Who is the child of the performer of ...?"). "Friesland" found in a sentence
+about provinces does not answer where a father died; "Reykjavik" in "shot in Reykjavik" does not
+answer where a director was born.
 """
 
 from __future__ import annotations
@@ -145,6 +154,104 @@ def answer_found(answer: str, unit: str) -> bool:
     return aw <= content_words(unit) and an <= numbers(unit)
 
 
+_RELATION_SYNONYMS = {
+    "birth": "born", "birthplace": "born", "native": "born",
+    "death": "die", "died": "die", "dies": "die", "dead": "die", "killed": "die", "assassinat": "die",
+    "executed": "die", "buried": "burial", "burial": "burial",
+    "wife": "spouse", "husband": "spouse", "married": "spouse", "marri": "spouse", "marry": "spouse",
+    "widow": "spouse",
+    "son": "child", "daughter": "child", "children": "child", "kid": "child",
+    "father": "parent", "mother": "parent", "parent": "parent",
+    "director": "direct", "directed": "direct", "direct": "direct", "filmmaker": "direct",
+    "composer": "compos", "composed": "compos", "compos": "compos", "music": "compos", "score": "compos",
+    "producer": "produc", "produced": "produc", "produc": "produc",
+    "founder": "found", "founded": "found", "established": "found", "establish": "found", "co": "found",
+    "studied": "study", "study": "study", "educated": "study", "educat": "study", "attended": "study",
+    "attend": "study", "alumnu": "study", "graduated": "study", "graduat": "study",
+    "performer": "perform", "performed": "perform", "singer": "perform", "sung": "perform", "sang": "perform",
+    "recorded": "perform", "record": "perform", "band": "perform",
+    "writer": "writ", "wrote": "writ", "written": "writ", "author": "writ",
+    "released": "release", "release": "release", "premiered": "release", "published": "release",
+    "publish": "release", "publisher": "release",
+}  # fmt: skip
+# answer-type and generic nouns: what the answer is, not how it relates to the subject
+_NOT_RELATION = frozenset(
+    """place city country nationality name year date time film movie song album book work person people
+    first later earlier older younger last one same come came out both whose located location
+    many much""".split()  # noqa: SIM905
+)
+
+
+def relation_key(word: str) -> str:
+    """A stemmed content word with common relation synonyms folded together."""
+    w = stem(word)
+    return _RELATION_SYNONYMS.get(word, _RELATION_SYNONYMS.get(w, w))
+
+
+def relation_words(question: str) -> list[str]:
+    """The question's relation words in order (no repeats): content words outside its entity
+    names, question words and answer-type nouns, as :func:`relation_key` folds them."""
+    spans = entity_word_sets(question)
+    entity_words = set().union(*spans) if spans else set()
+    out: list[str] = []
+    for t in words(question):
+        if t in STOP_WORDS or t in NEGATIONS or t[0].isdigit() or t in _NOT_RELATION:
+            continue
+        if stem(t) in entity_words or stem(t) in _NOT_RELATION:
+            continue
+        key = relation_key(t)
+        if key not in out:
+            out.append(key)
+    return out
+
+
+_VERB_LAST = re.compile(r"^(where|when|why|how|in which|in what)\s+(did|do|does|was|were|is|are|has|had)\b", re.I)
+
+
+_VERB_RELATIONS = frozenset(
+    {
+        "born",
+        "die",
+        "burial",
+        "study",
+        "found",
+        "direct",
+        "compos",
+        "produc",
+        "perform",
+        "writ",
+        "release",
+        "spouse",
+        "live",
+        "work",
+        "teach",
+        "play",
+        "marri",
+    }
+)
+
+
+def head_relation(question: str) -> str | None:
+    """The relation that links the answer to the rest: the last relation word of a "Where was ...
+    born?" / "When did ... die?" question (its final verb), else the first ("Who is the child of
+    the performer of ...?"); ``None`` when the question has none."""
+    rel = relation_words(question)
+    if not rel:
+        return None
+    toks = words(question)
+    last = relation_key(toks[-1]) if toks else None
+    if last in _VERB_RELATIONS and _VERB_LAST.match(" ".join((question or "").split())):
+        return last
+    return rel[0]
+
+
+def relation_agreement(relation: str | None, unit: str) -> bool:
+    """Whether ``unit`` states ``relation`` (True when there is none)."""
+    if relation is None:
+        return True
+    return relation in {relation_key(t) for t in words(unit)}
+
+
 def question_entity_coverage(question: str, passages_text: str) -> float:
     """Share of the question's entities (capitalised spans) whose words occur in the passages."""
     ents = entity_word_sets(question)
@@ -154,9 +261,14 @@ def question_entity_coverage(question: str, passages_text: str) -> float:
     return sum(1 for e in ents if e <= have) / len(ents)
 
 
-def answer_support(answer: str, unit: str, q_coverage: float) -> float:
-    """p of the module doc for an answer claim against one unit."""
-    return (0.4 + 0.6 * q_coverage) if answer_found(answer, unit) else 0.0
+def answer_support(
+    answer: str, unit: str, q_coverage: float, relation: str | None = None, relation_miss: float = 0.4
+) -> float:
+    """p of the module doc for an answer claim against one unit (``relation=None``: R = 1)."""
+    if not answer_found(answer, unit):
+        return 0.0
+    r = 1.0 if relation_agreement(relation, unit) else relation_miss
+    return (0.4 + 0.6 * q_coverage) * r
 
 
 class OfflineVerifier:
@@ -164,8 +276,11 @@ class OfflineVerifier:
 
     name = "offline"
 
-    def __init__(self, *, encoder: TextEncoder, evidence_k: int) -> None:
+    def __init__(self, *, encoder: TextEncoder, evidence_k: int, relation_miss: float | None = 0.4) -> None:
+        """``relation_miss``: R for an answer unit that states none of the question's relations
+        (``None``: the relation check is off, R = 1)."""
         self.selector = EvidenceSelector(encoder, evidence_k)
+        self.relation_miss = relation_miss
 
     def verify(self, claims: Sequence[Claim], passages: Sequence[UsedPassage]) -> list[ClaimVerdict]:
         units, sims, top = self.selector.select(claims, passages)
@@ -174,8 +289,10 @@ class OfflineVerifier:
         for i, (c, idx) in enumerate(zip(claims, top, strict=True)):
             if c.source == "answer" and c.answer:
                 coverage = question_entity_coverage(c.question or "", all_text)
+                rel = head_relation(c.question or "") if self.relation_miss is not None else None
+                miss = self.relation_miss if self.relation_miss is not None else 1.0
                 # the answer may sit in any unit, not only the K_g nearest to the claim's wording
-                scored = [(answer_support(c.answer, u.text, coverage), j) for j, u in enumerate(units)]
+                scored = [(answer_support(c.answer, u.text, coverage, rel, miss), j) for j, u in enumerate(units)]
             else:
                 scored = [(explanation_support(c.text, units[j].text, float(sims[i, j])), j) for j in idx]
             verdicts.append(_best(c, scored, units))
