@@ -10,7 +10,7 @@ among those that pass (the store's precision) and among those rejected, the mean
 wrong answers, and the ROC AUC of GS as a correct/wrong separator (0.5 = no better than chance).
 Usage:
 
-    .venv/bin/python benchmarks/gate_replay.py --records benchmarks/results/2wiki-200-offline/records.jsonl \
+    .venv/bin/python benchmarks/gate_replay.py --records benchmarks/results/2wiki-300-offline/records.jsonl \
         --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa
 """
 
