@@ -339,7 +339,10 @@ def _bench_store(db: Any, settings: Settings, **gates: Any) -> Any:
 
     s = settings.model_copy(
         update={
-            "experience": settings.experience.model_copy(update={"scaffold_lambda": 0.0}),
+            # no text is embedded: eq. 12's template term and the template floors are off
+            "experience": settings.experience.model_copy(
+                update={"scaffold_lambda": 0.0, "scaffold_template_floor": 0.0, "fusion_template_floor": 0.0}
+            ),
             "gates": settings.gates.model_copy(update=gates),
         }
     )
@@ -385,7 +388,8 @@ class _ServerCPU:
 
 
 class _NoEncoder:
-    """The benchmark never embeds text (lambda = 0, verifier off); being asked to is a bug."""
+    """The benchmark never embeds text (lambda = 0, template floors 0, verifier off); being asked
+    to is a bug."""
 
     def encode(self, texts: Any) -> np.ndarray:
         raise RuntimeError("the store benchmark does not embed text")

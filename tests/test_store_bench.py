@@ -1,0 +1,38 @@
+"""``livingrag bench store`` end to end on a small synthetic store (the figures themselves are
+measured by the command, never asserted here): every reported key is there, the top K agrees
+with the exact scan, one of a raced burst of near-duplicates is stored, and the scratch database
+is dropped."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from livingrag.config import get_settings
+from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
+from tests.conftest import db_settings_for
+
+pytestmark = pytest.mark.db
+
+
+def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
+    settings = get_settings(db=db_settings_for(pg_server_url))
+    cfg = BenchConfig(experiences=600, tenants=2, queries=40, writers=2, writes=8, race_bursts=1)
+    lines: list[str] = []
+    report = run_store_bench(settings, cfg, progress=lines.append)
+    for key in ("experiences", "match_ms_p50", "match_ms_p95", "topk_agreement", "writes_per_s", "race_stored"):
+        assert key in report, key
+    assert report["experiences"] == 600 and report["queries"] == 40
+    assert report["topk_agreement"] >= 0.99
+    assert report["race_stored"] == 1
+    assert report["writes_stored"] == 8
+    assert report["match_ms_p50"] > 0 and report["preselect_ms_p50"] > 0
+    assert any("loading 600 experiences" in line for line in lines)
+    assert "match" in format_report(report)
+    engine = create_engine(pg_server_url)
+    try:
+        with engine.connect() as c:
+            left = c.execute(text("SELECT count(*) FROM pg_database WHERE datname = :n"), {"n": report["database"]})
+            assert left.scalar() == 0  # the scratch database is dropped
+    finally:
+        engine.dispose()
