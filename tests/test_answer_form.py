@@ -15,6 +15,7 @@ from livingrag.experience.answer_form import check_answer_form, options
         ("Which film came out first, The Salt Road or Glass Orchard?", "glass orchard", True),
         ("Which film came out first, The Salt Road or Glass Orchard?", "Salt Road (2001)", True),
         ("Which film came out first, The Salt Road or Glass Orchard?", "Amber Coast", False),
+        ("Which came out first, A or The?", "Amber Coast", True),  # options of articles alone: unreadable
         ("Which film came out first, The Salt Road or Glass Orchard?", "Salt Road", True),
         (
             "Which film has the director who was born later, Playing It Wild or I'll Be Going Now?",

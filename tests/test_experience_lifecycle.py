@@ -215,7 +215,9 @@ def test_time_decay_reorders_matches_and_off_reproduces_the_paper(db: Database, 
 def test_analytics_views_table6_table16_and_health(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     clock = Clock(datetime.now(UTC))
-    ok = store_at(db, clock, CountingVerifier(0.9), scaffold_lambda=0.0, scaffold_floor=0.0)
+    ok = store_at(
+        db, clock, CountingVerifier(0.9), scaffold_lambda=0.0, scaffold_floor=0.0, scaffold_template_floor=0.0
+    )
     bad = store_at(db, clock, CountingVerifier(0.1))
     e1 = ok.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0})).experience_id
     e2 = ok.write_back(candidate(tenant, corpus, unit(DIM, (1, 1.0)), {2: 1.0})).experience_id

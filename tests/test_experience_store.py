@@ -196,7 +196,7 @@ def test_the_scaffold_comes_from_a_question_of_the_same_form(db: Database, tenan
     corpus = make_corpus(db, tenant, DIM)
     kw = {"top_k": 2, "alpha": 0.5, "tau_s": 0.1, "top_h": None, "scaffold_lambda": 0.5, "scaffold_floor": 0.0}
     films_q = "Which film came out first, Glass Orchard or The Salt Road?"
-    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=films_q)
+    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=films_q, answer="Glass Orchard")
     born_q = "Where was the director of Winter Harbour born?"
     born = candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query=born_q)
     paper = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.0, **kw)
@@ -216,12 +216,14 @@ def test_the_scaffold_comes_from_a_question_of_the_same_form(db: Database, tenan
 def test_the_fusion_template_floor_fuses_only_questions_of_the_same_form(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     kw = {"top_k": 2, "alpha": 0.5, "beta": 0.5, "tau_s": 0.1, "top_h": None, "fusion_floor": -1.0}
-    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="Which film came out first, A or B?")
+    films_q = "Which film came out first, Amber Coast or Glass Orchard?"
+    films = candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=films_q, answer="Amber Coast")
     born = candidate(
         tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query="Where was the director of Winter Harbour born?"
     )
     paper = make_store(db, CountingVerifier(1.0), **kw)
     e_films, e_born = paper.write_back(films), paper.write_back(born)
+    assert e_films.stored and e_born.stored
     q = encoding(unit(DIM, (0, 0.8), (1, 0.6)), {1: 0.8}, question="Where was the director of Glass Orchard born?")
     # eq. 7: s_films = 0.5 * 0.8 + 0.5 * 1 = 0.9, s_born = 0.5 * 0.6 + 0 = 0.3; eq. 9 over both
     z = math.exp(9.0) + math.exp(3.0)
@@ -287,7 +289,7 @@ def test_scaffold_prefers_the_same_question_template(db: Database, tenant: int) 
     )  # fmt: skip
     other = store.write_back(
         candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="How many films did Kestrel Pictures make?",
-                  mentions=("Kestrel Pictures",))
+                  mentions=("Kestrel Pictures",), answer="12")
     )  # fmt: skip
     assert same.stored and other.stored
     enc = QueryEncoding(

@@ -70,8 +70,14 @@ def test_ask_json_living_reuse_and_linear(
     assert first["prompt_tokens"] > 0 and first["completion_tokens"] > 0 and first["cost_usd"] > 0
     assert first["latency_ms"]["overhead"] > 0 and first["latency_ms"]["llm"] > 0
     assert first["fused_experiences"] == [] and first["scaffold"] is None
-    assert first["writeback"]["decision"] == "stored" and first["writeback"]["verifier"] == "offline"
-    exp_id = first["writeback"]["experience_id"]
+    # the loopback's answer (a film's title for "where was ... born") is not grounded: the offline
+    # verifier finds no window stating "born" with it
+    assert first["writeback"]["decision"] == "rejected_grounding" and first["writeback"]["verifier"] == "offline"
+    ungated = ask(
+        "--tenant", tenant, "--corpus", "small", "--no", "gate", "Where was the director of Silver Harbor born?"
+    )
+    assert ungated["writeback"]["decision"] == "stored"  # written back without the gates (the ablation)
+    exp_id = ungated["writeback"]["experience_id"]
 
     second = ask("--tenant", tenant, "--corpus", "small", "In which town was the director of Silver Harbor born?")
     assert exp_id in [e["id"] for e in second["fused_experiences"]]
@@ -87,7 +93,7 @@ def test_ask_json_living_reuse_and_linear(
 
     with db.tenant_session(tenant_id) as s:
         modes = s.execute(text("SELECT mode FROM query_log ORDER BY id")).scalars().all()
-    assert modes == ["living", "living", "linear"]
+    assert modes == ["living", "living-no-gate", "living", "linear"]
 
 
 @pytest.mark.parametrize(
