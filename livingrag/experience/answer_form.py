@@ -86,6 +86,7 @@ def check_answer_form(question: str, answer: str) -> FormCheck:
     if not q or not a:
         return FormCheck(True)
     ql = q.lower()
+    first = ql.split()[0]
     toks = _tokens(a)
     is_yes_no = a.lower() in _YES_NO
     opts = options(q)
@@ -97,10 +98,9 @@ def check_answer_form(question: str, answer: str) -> FormCheck:
         named = any(ans and (ans <= w or w <= ans) for w in words)
         if named:
             return FormCheck(True, "one of the options")
-        if is_yes_no and ql.split()[0] in _AUXILIARIES:
+        if is_yes_no and first in _AUXILIARIES:
             return FormCheck(True, "yes/no")  # "Is A older, B or C?" style questions: leave them be
         return FormCheck(False, "one of the options", f"the answer names neither {opts[0]!r} nor {opts[1]!r}")
-    first = ql.split()[0]
     if first in _AUXILIARIES and " or " in ql:
         return FormCheck(True)  # "Was A or B born first?": a choice this rule cannot parse
     if first in _AUXILIARIES:

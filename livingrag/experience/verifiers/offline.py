@@ -226,7 +226,6 @@ _VERB_RELATIONS = frozenset(
         "work",
         "teach",
         "play",
-        "marri",
     }
 )
 
