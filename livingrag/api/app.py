@@ -38,10 +38,10 @@ def _load_models(svc: Services) -> None:
     """Load the encoder and the NER model once, so the first request does not pay for them."""
     try:
         from livingrag.corpus.ner import make_extractor
-        from livingrag.models.embedder import get_embedder
+        from livingrag.models.embedder import embedder_from_settings
 
         m = svc.settings.models
-        get_embedder(m.embedding_model, m.device, m.embedding_batch_size).encode(["warm up"])
+        embedder_from_settings(m).encode(["warm up"])
         if m.extractor == "spacy":
             make_extractor("spacy", ner_model=m.ner_model, batch_size=m.ner_batch_size)
         svc.models_loaded.set()

@@ -51,7 +51,7 @@ from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
-    from livingrag.models.embedder import Embedder
+    from livingrag.models.embedder import SentenceEncoder
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class CorpusIndexer:
         corpus: CorpusInfo,
         *,
         extractor: EntityExtractor | Callable[[], EntityExtractor],
-        embedder: Embedder | Callable[[], Embedder],
+        embedder: SentenceEncoder | Callable[[], SentenceEncoder],
         chunk_tokens: int = 600,
         chunk_overlap: int = 60,
         batch_size: int = 256,
@@ -194,7 +194,7 @@ class CorpusIndexer:
         return self._extractor  # type: ignore[return-value]
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> SentenceEncoder:
         if callable(self._embedder) and not hasattr(self._embedder, "encode"):
             self._embedder = self._embedder()
         emb = self._embedder

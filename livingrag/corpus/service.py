@@ -52,13 +52,13 @@ KNOWN_DIMS = {"all-minilm-l6-v2": 384, "sentence-transformers/all-minilm-l6-v2":
 
 def embedding_dim(settings: Settings) -> int:
     """The embedding model's dimension (the packaged model's is known; others are loaded to ask)."""
-    from livingrag.models.embedder import get_embedder
+    from livingrag.models.embedder import embedder_from_settings
 
     m = settings.models
     known = KNOWN_DIMS.get(m.embedding_model.strip().lower())
     if known is not None:
         return known
-    return get_embedder(m.embedding_model, m.device, m.embedding_batch_size).dim
+    return embedder_from_settings(m).dim
 
 
 def create_corpus(db: Database, tenant_id: int, name: str, settings: Settings) -> CorpusInfo:
@@ -94,7 +94,7 @@ def indexer(
     """An indexer for ``corpus`` with the corpus's models (loaded on first use)."""
     from livingrag.corpus.graph import CorpusIndexer
     from livingrag.corpus.ner import llm_factory, make_extractor
-    from livingrag.models.embedder import get_embedder
+    from livingrag.models.embedder import embedder_from_settings
 
     m = settings.models
     stored = corpus.settings or {}
@@ -109,7 +109,7 @@ def indexer(
         )
 
     def embedder():  # type: ignore[no-untyped-def]
-        return get_embedder(corpus.embedding_model, m.device, m.embedding_batch_size)
+        return embedder_from_settings(m, corpus.embedding_model)
 
     return CorpusIndexer(
         db,

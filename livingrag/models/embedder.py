@@ -8,11 +8,13 @@ import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
 import livingrag.models  # noqa: F401  (offline defaults)
 from livingrag.errors import ModelUnavailable
+from livingrag.models.spans import span_means
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,27 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+class SentenceEncoder(Protocol):
+    """What indexing, retrieval and the experience store need of an embedding model (both
+    :class:`Embedder` and :class:`~livingrag.models.onnx_embedder.OnnxEmbedder` are one)."""
+
+    name: str
+    dim: int
+    backend: str
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray: ...
+
+    def encode_one(self, text: str) -> np.ndarray: ...
+
+    def encode_with_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *, batch_size: int | None = None
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]: ...
+
+
 class Embedder:
     """Encodes texts into normalised float32 vectors."""
+
+    backend = "torch"
 
     def __init__(self, name: str = "all-MiniLM-L6-v2", device: str = "cpu", batch_size: int = 64) -> None:
         self.name = name
@@ -114,18 +135,53 @@ class Embedder:
                 if len(offsets) != n:  # the model tokenised differently: no late chunking for this text
                     continue
                 tokens = f["token_embeddings"][:n].float().cpu().numpy()
-                real = offsets[:, 1] > offsets[:, 0]
-                for j, (a, b) in enumerate(spans[i]):
-                    sel = real & (offsets[:, 0] >= a) & (offsets[:, 1] <= b)
-                    if sel.any():
-                        v = tokens[sel].mean(axis=0)
-                        norm = float(np.linalg.norm(v))
-                        span_vecs[i][j] = (v / norm).astype(np.float32) if norm > 0 else None
+                span_vecs[i] = span_means(tokens, offsets, spans[i])
         return out, span_vecs
 
 
 @lru_cache(maxsize=8)
-def get_embedder(name: str = "all-MiniLM-L6-v2", device: str = "cpu", batch_size: int = 64) -> Embedder:
-    """The process-wide embedder for ``name`` (loaded once)."""
+def get_embedder(
+    name: str = "all-MiniLM-L6-v2",
+    device: str = "cpu",
+    batch_size: int = 64,
+    backend: str = "auto",
+    cache_dir: str | Path | None = None,
+) -> SentenceEncoder:
+    """The process-wide embedder for ``name`` (loaded once): an :class:`Embedder` (torch) or an
+    :class:`~livingrag.models.onnx_embedder.OnnxEmbedder` (ONNX Runtime), by ``backend``:
+    ``torch``, ``onnx`` (an error when it cannot run the model) or ``auto`` (onnx on the CPU for a
+    mean-pooled model when onnxruntime is installed and the export works, else torch)."""
+    from livingrag.models.onnx_embedder import OnnxEmbedder, mean_pooled_layout, onnx_runtime_available
+
+    if backend not in ("auto", "onnx", "torch"):
+        raise ValueError(f"embedding backend must be auto, onnx or torch, got {backend!r}")
+    if backend != "torch":
+        why = None
+        path = Path(resolve_model_path(name))
+        if device != "cpu":
+            why = f"the onnx backend runs on the CPU, not {device!r}"
+        elif not onnx_runtime_available():
+            why = "onnxruntime is not installed"
+        elif not path.is_dir() or mean_pooled_layout(path) is None:
+            why = f"{name!r} is not a local mean-pooled sentence-transformers model"
+        if why is None:
+            try:
+                log.info("loading embedding model %s with ONNX Runtime", name)
+                return OnnxEmbedder(name, path, batch_size=batch_size, cache_dir=cache_dir)
+            except ModelUnavailable as exc:
+                if backend == "onnx":
+                    raise
+                log.warning("embedding with torch: %s", exc)
+        elif backend == "onnx":
+            raise ModelUnavailable(f"models.embedding_backend=onnx: {why}")
     log.info("loading embedding model %s on %s", name, device)
     return Embedder(name, device=device, batch_size=batch_size)
+
+
+def embedder_from_settings(models: Any, name: str | None = None) -> SentenceEncoder:
+    """:func:`get_embedder` for a :class:`~livingrag.config.ModelSettings` (``name``: a corpus's
+    model instead of ``models.embedding_model``)."""
+    cache = str(models.onnx_cache_dir) if models.onnx_cache_dir is not None else None
+    return get_embedder(
+        name or models.embedding_model, models.device, models.embedding_batch_size, models.embedding_backend, cache
+    )

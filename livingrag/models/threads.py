@@ -10,8 +10,17 @@ MKL's globally, so each caller sets what it needs right before it encodes.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 _DEFAULT = max(1, os.cpu_count() or 1)
+_local = threading.local()
+
+
+def requested_threads() -> int:
+    """The thread count this thread last asked for with :func:`set_torch_threads` (default: one
+    per core)."""
+    return int(getattr(_local, "threads", _DEFAULT))
 
 
 def default_threads() -> int:
@@ -20,10 +29,14 @@ def default_threads() -> int:
 
 
 def set_torch_threads(n: int | None) -> None:
-    """Use ``n`` torch threads from now on in this thread (None: the default)."""
+    """Use ``n`` torch threads from now on in this thread (None: the default); the ONNX encoder
+    reads the same request (:func:`requested_threads`)."""
+    n = n or _DEFAULT
+    _local.threads = n
+    if "torch" not in sys.modules:  # the ONNX backend runs without torch: importing it costs ~300 MB
+        return
     import torch
 
-    n = n or _DEFAULT
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
 

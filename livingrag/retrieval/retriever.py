@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.corpus.ner import EntityExtractor
     from livingrag.db.engine import Database
-    from livingrag.models.embedder import Embedder
+    from livingrag.models.embedder import SentenceEncoder
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Retriever:
         corpus: CorpusInfo,
         *,
         extractor: EntityExtractor,
-        embedder: Embedder,
+        embedder: SentenceEncoder,
         params: RetrievalParams,
         cache: GraphCache | None = None,
     ) -> None:
@@ -93,7 +93,7 @@ class Retriever:
     ) -> Retriever:
         """A retriever with the corpus's models and the settings' retrieval parameters."""
         from livingrag.corpus.ner import llm_factory, make_extractor
-        from livingrag.models.embedder import get_embedder
+        from livingrag.models.embedder import embedder_from_settings
         from livingrag.retrieval.presets import resolve_params
 
         extractor = make_extractor(
@@ -103,7 +103,7 @@ class Retriever:
             llm_factory=llm_factory(settings),
             concurrency=settings.llm.concurrency,
         )
-        embedder = get_embedder(corpus.embedding_model, settings.models.device, settings.models.embedding_batch_size)
+        embedder = embedder_from_settings(settings.models, corpus.embedding_model)
         params = resolve_params(settings.retrieval, **overrides)  # type: ignore[arg-type]
         return cls(db, tenant_id, corpus, extractor=extractor, embedder=embedder, params=params)
 
