@@ -217,7 +217,7 @@ class ExperienceSettings(_Group):
         default=256, ge=1, le=100_000, description="Entity channel: strongest experience rows read per seed entity."
     )
     entity_hits: int = Field(
-        default=256,
+        default=128,
         ge=1,
         le=100_000,
         description="Entity channel: experiences with the largest seed overlap re-ranked by eq. 7 in SQL (the best "

@@ -553,6 +553,38 @@ def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: 
     assert nearest in ids and len(set(crowd) & ids) <= 1
 
 
+def test_entity_hits_bounds_the_entity_channel(db: Database, tenant: int) -> None:
+    """``experience.entity_hits`` is how many overlap hits eq. 7 re-ranks. The embedding slot goes
+    to a nearer experience without the entity; four unrelated experiences share the seed more
+    strongly than the relevant one. With one hit only the strongest overlap is considered and the
+    relevant experience is missed; with five, eq. 7 finds it. A limit under 1 is refused by name."""
+    from datetime import UTC, datetime
+
+    corpus = make_corpus(db, tenant, DIM)
+
+    def put(emb: np.ndarray, activation: dict[int, float]) -> int:
+        with db.tenant_session(tenant) as s:
+            return repo.insert_experience(
+                s,
+                repo.NewExperience(
+                    tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
+                    activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
+                    source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
+                ),
+            )  # fmt: skip
+
+    nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})
+    crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]
+    target = put(unit(DIM, (0, 1.0), (1, 1.0)), {1: 0.5, 5: math.sqrt(0.75)})
+    q = encoding(unit(DIM, (0, 1.0)), {1: 1.0})
+    narrow = make_store(db, candidates_m=2, entity_hits=1).match(tenant, corpus, q)
+    wide = make_store(db, candidates_m=2, entity_hits=5).match(tenant, corpus, q)
+    assert {t.id for t in narrow.top} == {nearest, crowd[0]}  # overlap ties go to the smaller id
+    assert wide.top[0].id == target
+    with pytest.raises(InvalidInput, match="preselection limit m_hits must be a positive integer"):
+        repo._preselect_sql(DIM, 1, 1, 0, 1)
+
+
 def test_the_packed_activation_follows_the_jsonb_map(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     store = make_store(db, CountingVerifier(1.0))

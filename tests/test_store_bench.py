@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from livingrag.config import get_settings
+from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
 from tests.conftest import db_settings_for
 
@@ -35,4 +36,40 @@ def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
             left = c.execute(text("SELECT count(*) FROM pg_database WHERE datname = :n"), {"n": report["database"]})
             assert left.scalar() == 0  # the scratch database is dropped
     finally:
+        engine.dispose()
+
+
+def test_store_bench_measures_a_kept_store_again(pg_server_url: str) -> None:
+    """``--keep`` then ``--database NAME``: the second run measures the same store (its synthetic
+    data regenerated from the seed) and leaves it in place; a wrong size is refused by name."""
+    settings = get_settings(db=db_settings_for(pg_server_url))
+    first = run_store_bench(
+        settings,
+        BenchConfig(experiences=300, tenants=2, queries=20, writers=2, writes=4, race_bursts=1, keep=True),
+        progress=lambda _m: None,
+    )
+    name = first["database"]
+    engine = create_engine(pg_server_url, isolation_level="AUTOCOMMIT")
+    try:
+        lines: list[str] = []
+        again = run_store_bench(
+            settings,
+            BenchConfig(experiences=300, tenants=2, queries=20, writers=2, writes=4, race_bursts=1, database=name),
+            progress=lines.append,
+        )
+        assert again["database"] == name and "load_s" not in again
+        assert again["topk_agreement"] >= 0.99 and again["race_stored"] == 1
+        assert again["settings"]["entity_hits"] == settings.experience.entity_hits
+        assert any(f"kept database {name}" in line for line in lines)
+        with pytest.raises(InvalidInput, match="loaded experiences, not 2 and 400: give the --experiences"):
+            run_store_bench(settings, BenchConfig(experiences=400, tenants=2, database=name), progress=lines.append)
+        with pytest.raises(NotFound, match="no database 'livingrag_bench_missing'"):
+            run_store_bench(
+                settings, BenchConfig(experiences=300, tenants=2, database="livingrag_bench_missing"), progress=print
+            )
+        with engine.connect() as c:
+            assert c.execute(text("SELECT count(*) FROM pg_database WHERE datname = :n"), {"n": name}).scalar() == 1
+    finally:
+        with engine.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()

@@ -72,6 +72,7 @@ def api(
     + examples(
         "livingrag bench store --experiences 100000",
         "livingrag bench store --experiences 1000000 --tenants 4 --json",
+        "livingrag bench store --experiences 100000 --database livingrag_bench_0123456789",
     )
 )
 def store(
@@ -82,12 +83,25 @@ def store(
     writes: int = typer.Option(400, "--writes", min=1, help="Novel candidates written for the throughput."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the synthetic data."),
     keep: bool = typer.Option(False, "--keep", help="Keep the scratch database."),
+    database: str | None = typer.Option(
+        None,
+        "--database",
+        help="Measure a database kept by --keep instead of loading one (give the same --experiences, --tenants and "
+        "--seed); it is not dropped. For comparing settings (LIVINGRAG_EXPERIENCE__*) on one store.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
 
     cfg = BenchConfig(
-        experiences=experiences, tenants=tenants, queries=queries, writers=writers, writes=writes, seed=seed, keep=keep
+        experiences=experiences,
+        tenants=tenants,
+        queries=queries,
+        writers=writers,
+        writes=writes,
+        seed=seed,
+        keep=keep,
+        database=database,
     )
 
     def progress(msg: str) -> None:

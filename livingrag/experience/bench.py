@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from livingrag.config import DBSettings, Settings
+from livingrag.errors import InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class BenchConfig:
     race_bursts: int = 5
     seed: int = 0
     keep: bool = False
+    database: str | None = None  # measure a store kept by an earlier run (``keep``) instead of loading one
 
 
 def _prime_at_most(n: int) -> int:
@@ -201,7 +203,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Create a scratch database, load, measure, drop it (unless ``cfg.keep``); returns the report."""
+    """Create a scratch database, load, measure, drop it (unless ``cfg.keep``); returns the report.
+    With ``cfg.database`` it measures that kept database instead (its data regenerated from the
+    seed, which must be the one it was loaded with) and never drops it."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -211,31 +215,108 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     if cfg.experiences < cfg.tenants or cfg.tenants < 1:
         raise ValueError("need at least one experience per tenant")
     server = Database(settings.db, check_schema=False)
-    name = f"livingrag_bench_{uuid.uuid4().hex[:10]}"
+    reuse = cfg.database is not None
+    name = cfg.database or f"livingrag_bench_{uuid.uuid4().hex[:10]}"
     admin = create_engine(server.owner_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
+        exists = c.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is not None
+        if reuse and not exists:
+            admin.dispose()
+            server.close()
+            raise NotFound(f"no database {name!r} on the configured server (keep one with --keep)")
+        if not reuse:
+            c.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
     db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
     db = Database(db_settings, check_schema=False)
     report: dict[str, Any] = {"experiences": cfg.experiences, "tenants": cfg.tenants, "database": name}
     try:
-        migrate.upgrade(db)
-        db = _reopen(db, db_settings)
-        progress(f"scratch database {name}: loading {cfg.experiences} experiences for {cfg.tenants} tenants")
         synth = Synth(cfg.experiences, cfg.tenants, cfg.seed)
-        scopes, data = _load(db, synth, report, progress)
+        if reuse:
+            progress(f"measuring the kept database {name} ({cfg.experiences} experiences, seed {cfg.seed})")
+            scopes, data = _regenerate(db, synth)
+        else:
+            migrate.upgrade(db)
+            db = _reopen(db, db_settings)
+            progress(f"scratch database {name}: loading {cfg.experiences} experiences for {cfg.tenants} tenants")
+            scopes, data = _load(db, synth, report, progress)
+        report |= _settings_report(settings)
         report |= _measure_match(db, settings, synth, scopes, data, cfg, progress)
         report |= _measure_writes(db, settings, synth, scopes, cfg, progress)
         report["cpu_count"] = os.cpu_count()
     finally:
         db.close()
-        if not cfg.keep:
+        if not cfg.keep and not reuse:
             with admin.connect() as c:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
         server.close()
     return report
+
+
+def _settings_report(settings: Settings) -> dict[str, Any]:
+    """The matching settings the figures were measured with."""
+    e = settings.experience
+    return {
+        "settings": {
+            "candidates_m": e.candidates_m,
+            "entity_hits": e.entity_hits,
+            "rows_per_entity": e.rows_per_entity,
+            "seed_entities_for_lookup": e.seed_entities_for_lookup,
+            "hnsw_ef_search": e.hnsw_ef_search,
+            "top_k": e.top_k,
+            "alpha": e.alpha,
+        }
+    }
+
+
+def _chunks(synth: Synth) -> Any:
+    """The synthetic rows in load order: ``(tenant index, first id, topic, emb, ents, w)`` chunks of
+    at most 20,000 rows (the order fixes the random stream, so a kept store can be regenerated)."""
+    next_id = 1
+    for t in range(synth.tenants):
+        left = synth.counts[t]
+        while left > 0:
+            size = min(left, 20_000)
+            yield (t, next_id, *synth.chunk(t, size))
+            next_id += size
+            left -= size
+
+
+def _collect(synth: Synth, rows: Any) -> list[dict[str, Any]]:
+    parts: list[list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(synth.tenants)]
+    for t, first, _topic, emb, ents, w in rows:
+        parts[t].append((first, emb, ents, w))
+    return [
+        {
+            "ids": np.arange(p[0][0], p[-1][0] + len(p[-1][1])),
+            "emb": np.concatenate([x[1] for x in p]),
+            "ents": np.concatenate([x[2] for x in p]),
+            "w": np.concatenate([x[3] for x in p]),
+        }
+        for p in parts
+    ]
+
+
+def _regenerate(db: Any, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+    """The scopes and synthetic data of a kept benchmark database (checked against its row count)."""
+    from sqlalchemy import text
+
+    with db.owner_session() as s:
+        scopes = [
+            (int(t), int(c))
+            for t, c in s.execute(
+                text("SELECT t.id, c.id FROM tenants t JOIN corpora c ON c.tenant_id = t.id ORDER BY t.id, c.id")
+            ).all()
+        ]
+        n = sum(synth.counts)
+        loaded = int(s.execute(text("SELECT count(*) FROM experiences WHERE id <= :n"), {"n": n}).scalar_one())
+    if len(scopes) != synth.tenants or loaded != n:
+        raise InvalidInput(
+            f"the kept database has {len(scopes)} tenants and {loaded} loaded experiences, not "
+            f"{synth.tenants} and {n}: give the --experiences and --tenants it was loaded with"
+        )
+    return scopes, _collect(synth, _chunks(synth))
 
 
 def _reopen(db: Any, db_settings: DBSettings) -> Any:
@@ -504,11 +585,18 @@ def _measure_writes(
     cfg: BenchConfig,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
+    from sqlalchemy import text
+
     from livingrag.experience.types import ExperienceCandidate, UsedPassage
 
     store = _bench_store(db, settings, verifier="none")
-    rng = np.random.default_rng(cfg.seed + 1)
-    next_entity = [10_000_000]
+    # fresh candidates on every run, also over a kept store that holds an earlier run's writes (the
+    # same ones again would be rejected as near-duplicates of those)
+    with db.owner_session() as s:
+        rows = int(s.execute(text("SELECT coalesce(max(id), 0) FROM experiences")).scalar_one())
+        top = int(s.execute(text("SELECT coalesce(max(entity_id), 0) FROM experience_entities")).scalar_one())
+    rng = np.random.default_rng([cfg.seed + 1, rows])
+    next_entity = [max(10_000_000, top + 1)]
     lock = threading.Lock()
 
     def fresh_candidate(t: int, emb: np.ndarray, ents: dict[int, float], i: int) -> ExperienceCandidate:

@@ -128,10 +128,10 @@ class ExperienceStore:
         if self._encoder is None:
             with self._lock:
                 if self._encoder is None:
-                    from livingrag.models.embedder import get_embedder
+                    from livingrag.models.embedder import embedder_from_settings
 
                     m = self.settings.models
-                    self._encoder = get_embedder(m.embedding_model, m.device, m.embedding_batch_size)
+                    self._encoder = embedder_from_settings(m)
         return self._encoder
 
     @property
@@ -169,7 +169,14 @@ class ExperienceStore:
             )
 
     def _preselect(
-        self, session: Session, tenant_id: int, corpus_id: int, emb: np.ndarray, base: Mapping[int, float]
+        self,
+        session: Session,
+        tenant_id: int,
+        corpus_id: int,
+        emb: np.ndarray,
+        base: Mapping[int, float],
+        *,
+        scan_configured: bool = False,
     ) -> list[repo.CandidateRow]:
         return repo.preselect(
             session,
@@ -182,6 +189,8 @@ class ExperienceStore:
             rows_per_entity=self.exp.rows_per_entity,
             ef_search=self.exp.hnsw_ef_search,
             alpha=self.exp.alpha,
+            entity_hits=self.exp.entity_hits,
+            scan_configured=scan_configured,
         )
 
     # ---------------------------------------------------------------- matching (eq. 7-13)
@@ -202,9 +211,10 @@ class ExperienceStore:
         corpus_id = _positive_id(corpus_id, "corpus_id")
         emb = validate_embedding(encoding.embedding)
         base = validate_activation(encoding.base_activation, "base activation")
-        with self.db.tenant_session(tenant_id) as s:
+        scan = repo.vector_scan_settings(self.exp.hnsw_ef_search)
+        with self.db.tenant_session(tenant_id, local_settings=scan) as s:
             self._check_dim(s, tenant_id, corpus_id, int(emb.shape[0]))
-            rows = self._preselect(s, tenant_id, corpus_id, emb, base)
+            rows = self._preselect(s, tenant_id, corpus_id, emb, base, scan_configured=True)
         timings = {"preselect_ms": _ms(t0)}
         if not rows:
             timings["rescore_ms"] = 0.0

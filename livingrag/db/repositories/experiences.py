@@ -12,7 +12,8 @@ rows, interleaved by rank:
   tenant/corpus/validity filter does not starve the scan (an HNSW scan's cost grows quickly with
   the rows it must return through a selective filter, hence half of ``m``);
 * **entities**: the experiences that share the strongest seed entities of the base activation:
-  the ``4 m`` with the largest overlap ``sum_e a_base[e] * w_k[e]`` (``experience_entities.weight``
+  the ``entity_hits`` (setting ``experience.entity_hits``; ``4 m`` when not given) with the
+  largest overlap ``sum_e a_base[e] * w_k[e]`` (``experience_entities.weight``
   holds each map's *unit-normalised* weight ``a~_k[e] / |a~_k|``, so this is
   ``cos(a_base, a~_k) * |a_base|`` over the seed entities), re-ranked by eq. 7 itself with the exact
   embedding cosine, of which the best ``m`` are kept. Each seed entity contributes at most
@@ -134,22 +135,34 @@ def _dim_sql(dim: int) -> int:
     return dim
 
 
+def vector_scan_settings(ef_search: int) -> dict[str, str]:
+    """The HNSW search settings of preselection: iterative scan in relaxed order (so filtered scans
+    keep going until they find enough rows) and ``ef_search`` (clamped to pgvector's 1..1000).
+    Give them to :meth:`Database.tenant_session` (``local_settings``) to set them with the tenant."""
+    return {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": str(int(min(max(ef_search, 1), 1000)))}
+
+
 def configure_vector_scan(session: Session, *, ef_search: int) -> None:
-    """``SET LOCAL`` the HNSW search settings for this transaction: iterative scan in relaxed order
-    (so filtered scans keep going until they find enough rows) and ``ef_search``."""
-    ef = int(min(max(ef_search, 1), 1000))
+    """``SET LOCAL`` :func:`vector_scan_settings` for this transaction (one statement)."""
+    s = vector_scan_settings(ef_search)
     session.execute(
-        text(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"
-        ),
-        {"ef": str(ef)},
+        text("SELECT set_config('hnsw.iterative_scan', :it, true), set_config('hnsw.ef_search', :ef, true)"),
+        {"it": s["hnsw.iterative_scan"], "ef": s["hnsw.ef_search"]},
     )
 
 
 @functools.lru_cache(maxsize=32)
-def _preselect_sql(dim: int) -> TextClause:
-    """The preselection statement for one embedding dimension (built once: SQLAlchemy parses a
-    text() statement's bind parameters every time one is constructed)."""
+def _preselect_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -> TextClause:
+    """The preselection statement for one embedding dimension and one set of row limits (built
+    once: SQLAlchemy parses a text() statement's bind parameters every time one is constructed).
+
+    The limits are written into the text, not bound: with a ``LIMIT $n`` the planner cannot tell
+    that the HNSW scan stops early, so the generic plan of the prepared statement is a full scan and
+    every execution had to be planned anew (~1 ms); with constant limits the server can keep one
+    plan for every tenant and query."""
+    for name, value in (("m", m), ("m_emb", m_emb), ("m_hits", m_hits), ("per_entity", per_entity)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidInput(f"preselection limit {name} must be a positive integer, got {value!r}")
     vec = f"halfvec({dim})"  # the HNSW indexes are on half precision (migration 0002)
     return text(
         f"""
@@ -158,7 +171,7 @@ def _preselect_sql(dim: int) -> TextClause:
             SELECT id, (query_embedding::{vec}) <=> CAST(:q AS {vec}) AS d FROM experiences
             WHERE embedding_dim = {dim} AND tenant_id = :t AND corpus_id = :c AND {_ACTIVE.format(a="")}
             ORDER BY (query_embedding::{vec}) <=> CAST(:q AS {vec})
-            LIMIT :m_emb
+            LIMIT {m_emb}
           ) x
         ),
         hits AS (
@@ -168,11 +181,11 @@ def _preselect_sql(dim: int) -> TextClause:
             SELECT ee.experience_id, ee.weight FROM experience_entities ee
             WHERE ee.tenant_id = :t AND ee.corpus_id = :c AND ee.entity_id = s.entity_id
             ORDER BY ee.weight DESC
-            LIMIT :per_entity
+            LIMIT {per_entity}
           ) h
           GROUP BY h.experience_id
           ORDER BY dot DESC, h.experience_id
-          LIMIT :m_hits
+          LIMIT {m_hits}
         ),
         ent AS (
           SELECT h.id, row_number() OVER (
@@ -182,7 +195,7 @@ def _preselect_sql(dim: int) -> TextClause:
           FROM hits h JOIN experiences x ON x.id = h.id
           WHERE x.embedding_dim = {dim}
           ORDER BY r
-          LIMIT :m
+          LIMIT {m}
         ),
         u AS (
           SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z GROUP BY id
@@ -192,7 +205,7 @@ def _preselect_sql(dim: int) -> TextClause:
         FROM u JOIN experiences e ON e.id = u.id
         WHERE e.embedding_dim = {dim} AND {_ACTIVE.format(a="e.")}
         ORDER BY u.r, e.id
-        LIMIT :m
+        LIMIT {m}
     """
     )
 
@@ -210,34 +223,35 @@ def preselect(
     ef_search: int = 40,
     alpha: float = 0.5,
     entity_hits: int | None = None,
+    scan_configured: bool = False,
 ) -> list[CandidateRow]:
     """The union of the embedding channel (its ``ceil(m / 2)`` nearest) and the entity channel
     (its ``m`` best): at most ``m`` active experiences (not stale, not expired at ``now``) of this
     tenant and corpus, best channel rank first. The entity channel takes the ``entity_hits``
     (default ``4 m``) experiences with the largest seed overlap and ranks them by eq. 7 itself
     (exact embedding cosine, seed-restricted activation cosine, weight ``alpha``), so experiences
-    that share an entity but answer another kind of question do not crowd out the relevant ones."""
+    that share an entity but answer another kind of question do not crowd out the relevant ones.
+    ``scan_configured``: the session already holds :func:`vector_scan_settings` (one round trip
+    fewer)."""
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
         return []
-    configure_vector_scan(session, ef_search=ef_search)
+    if not scan_configured:  # else the session set vector_scan_settings(ef_search) itself
+        configure_vector_scan(session, ef_search=ef_search)
     seed_ids = [int(e) for e in seeds]
     seed_ws = [float(w) for w in seeds.values()]
+    m_hits = entity_hits if entity_hits is not None else 4 * m
     rows = session.execute(
-        _preselect_sql(dim),
+        _preselect_sql(dim, int(m), (int(m) + 1) // 2, int(m_hits), int(rows_per_entity)),
         {
             "t": tenant_id,
             "c": corpus_id,
             "q": np.asarray(embedding, dtype=np.float32),
-            "m": m,
-            "m_emb": (m + 1) // 2,
-            "m_hits": entity_hits if entity_hits is not None else 4 * m,
             "alpha": float(alpha),
             "bnorm": math.sqrt(sum(w * w for w in seed_ws)) or 1.0,
             "now": now,
             "eids": seed_ids,
             "ews": seed_ws,
-            "per_entity": rows_per_entity,
         },
     ).all()
     out = []
