@@ -520,27 +520,30 @@ def test_store_can_use_passages_given_as_used_passage(db: Database, tenant: int)
     assert store.write_back(c).stored
 
 
+def _insert_plain(db: Database, tenant: int, corpus: int, emb: np.ndarray, activation: dict[int, float]) -> int:
+    """An experience written straight through the repository (no gate), confidence 1."""
+    from datetime import UTC, datetime
+
+    with db.tenant_session(tenant) as s:
+        return repo.insert_experience(
+            s,
+            repo.NewExperience(
+                tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
+                activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
+                source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
+            ),
+        )  # fmt: skip
+
+
 def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: int) -> None:
     """Four experiences share the seed entity more strongly but answer unrelated questions
     (orthogonal embeddings); the relevant one shares it less but is close to the query. With one
     embedding slot (taken by a nearer experience without the entity) and two entity slots, the
     entity channel must still surface it: it re-ranks its overlap hits by eq. 7."""
-    from datetime import UTC, datetime
-
-    from livingrag.db.repositories import experiences as repo
-
     corpus = make_corpus(db, tenant, DIM)
 
     def put(emb: np.ndarray, activation: dict[int, float]) -> int:
-        with db.tenant_session(tenant) as s:
-            return repo.insert_experience(
-                s,
-                repo.NewExperience(
-                    tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
-                    activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
-                    source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
-                ),
-            )  # fmt: skip
+        return _insert_plain(db, tenant, corpus, emb, activation)
 
     nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})  # s = 0.5 * 1 + 0.5 * 0
     crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]  # s = 0.5 * 0 + 0.5 * 1
@@ -558,20 +561,10 @@ def test_entity_hits_bounds_the_entity_channel(db: Database, tenant: int) -> Non
     to a nearer experience without the entity; four unrelated experiences share the seed more
     strongly than the relevant one. With one hit only the strongest overlap is considered and the
     relevant experience is missed; with five, eq. 7 finds it. A limit under 1 is refused by name."""
-    from datetime import UTC, datetime
-
     corpus = make_corpus(db, tenant, DIM)
 
     def put(emb: np.ndarray, activation: dict[int, float]) -> int:
-        with db.tenant_session(tenant) as s:
-            return repo.insert_experience(
-                s,
-                repo.NewExperience(
-                    tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
-                    activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
-                    source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
-                ),
-            )  # fmt: skip
+        return _insert_plain(db, tenant, corpus, emb, activation)
 
     nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})
     crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]
