@@ -48,6 +48,14 @@ def _set_config_sql(n: int) -> TextClause:
     return text("SELECT " + ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(n)))
 
 
+def local_settings_statement(settings: Mapping[str, str]) -> tuple[TextClause, dict[str, str]]:
+    """One statement (and its parameters) that sets ``settings`` until the end of the transaction
+    (``set_config(name, value, true)`` each, i.e. ``SET LOCAL``)."""
+    pairs = [(str(k), str(v)) for k, v in settings.items()]
+    params = {f"k{i}": k for i, (k, _) in enumerate(pairs)} | {f"v{i}": v for i, (_, v) in enumerate(pairs)}
+    return _set_config_sql(len(pairs)), params
+
+
 class Database:
     """Owns the engines for one server. Use :meth:`tenant_session` and :meth:`owner_session`."""
 
@@ -108,9 +116,7 @@ class Database:
         transactions in the same statement as the tenant, so they cost no extra round trip."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
-        pairs = [(TENANT_SETTING, str(tenant_id)), *((str(k), str(v)) for k, v in (local_settings or {}).items())]
-        params = {f"k{i}": k for i, (k, _) in enumerate(pairs)} | {f"v{i}": v for i, (_, v) in enumerate(pairs)}
-        scope = _set_config_sql(len(pairs))
+        scope, params = local_settings_statement({TENANT_SETTING: str(tenant_id), **(local_settings or {})})
         session = self._app_sessions()
 
         @event.listens_for(session, "after_begin")

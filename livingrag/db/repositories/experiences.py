@@ -34,6 +34,7 @@ import numpy as np
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
+from livingrag.db.engine import local_settings_statement
 from livingrag.errors import InvalidInput, NotFound
 
 MAX_HNSW_DIM = 4000  # pgvector's HNSW limit for halfvec
@@ -144,11 +145,8 @@ def vector_scan_settings(ef_search: int) -> dict[str, str]:
 
 def configure_vector_scan(session: Session, *, ef_search: int) -> None:
     """``SET LOCAL`` :func:`vector_scan_settings` for this transaction (one statement)."""
-    s = vector_scan_settings(ef_search)
-    session.execute(
-        text("SELECT set_config('hnsw.iterative_scan', :it, true), set_config('hnsw.ef_search', :ef, true)"),
-        {"it": s["hnsw.iterative_scan"], "ef": s["hnsw.ef_search"]},
-    )
+    statement, params = local_settings_statement(vector_scan_settings(ef_search))
+    session.execute(statement, params)
 
 
 @functools.lru_cache(maxsize=32)
