@@ -215,7 +215,12 @@ class ExperienceSettings(_Group):
         description="No scaffold from an experience whose template similarity (eq. 12's cosine) is under this "
         "(0: eq. 13 alone).",
     )
-    candidates_m: int = Field(default=64, ge=1, le=10_000, description="Max SQL candidates rescored in numpy.")
+    candidates_m: int = Field(
+        default=32,
+        ge=1,
+        le=10_000,
+        description="Max SQL candidates rescored in numpy (the embedding channel brings the ceil(M / 2) nearest).",
+    )
     seed_entities_for_lookup: int = Field(
         default=8, ge=1, le=1000, description="Strongest base entities used for the entity-overlap channel."
     )
@@ -223,14 +228,14 @@ class ExperienceSettings(_Group):
         default=256, ge=1, le=100_000, description="Entity channel: strongest experience rows read per seed entity."
     )
     entity_hits: int = Field(
-        default=128,
+        default=96,
         ge=1,
         le=100_000,
         description="Entity channel: experiences with the largest seed overlap re-ranked by eq. 7 in SQL (the best "
         "candidates_m of them are kept).",
     )
     hnsw_ef_search: int = Field(
-        default=40, ge=1, le=1000, description="Embedding channel: pgvector hnsw.ef_search (iterative scan goes on)."
+        default=20, ge=1, le=1000, description="Embedding channel: pgvector hnsw.ef_search (iterative scan goes on)."
     )
     template_cache_size: int = Field(
         default=100_000, ge=0, description="Template embeddings (eq. 12) cached in memory, per process."

@@ -603,3 +603,55 @@ def test_the_packed_activation_follows_the_jsonb_map(db: Database, tenant: int) 
     with pytest.raises(Exception, match="double precision"), db.tenant_session(tenant) as s:
         s.execute(text("""UPDATE experiences SET activation = '{"7": "high"}' WHERE id = :i"""), {"i": r.experience_id})
     assert packed() == {7: 0.5}
+
+
+def test_matching_read_returns_what_the_in_transaction_preselection_returns(db: Database, tenant: int) -> None:
+    """Matching reads its candidates in one round trip (binary rows, prepared generic plan); the
+    write-back's novelty re-check reads them inside its own transaction. Same statement, same rows."""
+    from datetime import UTC, datetime
+
+    corpus = make_corpus(db, tenant, DIM)
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        _insert_plain(db, tenant, corpus, rng.normal(size=DIM), {1 + i % 4: 1.0, 10 + i: 0.5})
+    q = rng.normal(size=DIM)
+    args = dict(tenant_id=tenant, corpus_id=corpus, embedding=q, seeds={1: 1.0, 2: 0.4}, m=6, now=datetime.now(UTC))
+    with db.tenant_session(tenant) as s:
+        inside = repo.preselect(s, **args)
+    for _ in range(7):  # past psycopg's preparation threshold: the generic plan answers the same
+        alone = repo.preselect_read(db, **args)
+        assert [r.id for r in alone] == [r.id for r in inside] and len(alone) == 6
+        for a, b in zip(alone, inside, strict=True):
+            assert a.channel_rank == b.channel_rank and a.summary == b.summary and a.created_at == b.created_at
+            np.testing.assert_array_equal(a.embedding, b.embedding)
+            assert a.activation == b.activation and a.confidence == b.confidence
+    assert repo.preselect_read(db, **{**args, "m": 0}) == []
+
+
+def test_decode_candidates_by_hand() -> None:
+    """Rows as the preselection statement returns them: pgvector's binary vector (int16 dim, int16
+    unused, big-endian float4) and the packed map (big-endian int8 id, float8 weight pairs)."""
+    import struct
+    from datetime import UTC, datetime
+
+    def vec(*xs: float) -> bytes:
+        return struct.pack(f">hh{len(xs)}f", len(xs), 0, *xs)
+
+    def packed(*pairs: tuple[int, float]) -> bytes:
+        return b"".join(struct.pack(">qd", e, w) for e, w in pairs)
+
+    t = datetime(2026, 1, 2, tzinfo=UTC)
+    rows = [
+        (5, "q5", "T5", vec(1.0, -2.5), packed((7, 0.5), (9, 0.25)), 0.75, t, "s5", 1),
+        (3, "q3", None, vec(0.0, 4.0), None, 1.0, t, "s3", 2),  # an empty map
+        (8, "q8", "T8", memoryview(vec(0.5, 0.5)), packed((1, 1.0)), 0.5, t, "s8", 2),
+    ]
+    got = repo.decode_candidates(rows, 2)
+    assert [c.id for c in got] == [5, 3, 8] and [c.channel_rank for c in got] == [1, 2, 2]
+    np.testing.assert_array_equal(np.stack([c.embedding for c in got]), [[1.0, -2.5], [0.0, 4.0], [0.5, 0.5]])
+    assert got[0].embedding.dtype == np.float32
+    assert [c.activation for c in got] == [{7: 0.5, 9: 0.25}, {}, {1: 1.0}]
+    assert got[0].query_template == "T5" and got[1].query_template is None and got[2].summary == "s8"
+    assert repo.decode_candidates([], 2) == []
+    with pytest.raises(ValueError, match="not all 3-dimensional"):
+        repo.decode_candidates(rows, 3)

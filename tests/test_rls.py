@@ -200,3 +200,58 @@ def test_tenant_delete_cascades(db: Database, make_tenant: Callable[..., tuple[i
     with db.owner_session() as s:
         for table in TENANT_OWNED_TABLES:
             assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": a}).scalar() == 0
+
+
+def test_tenant_read_is_confined_like_a_tenant_session(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    """The one-round-trip read path (matching) runs under the same RLS as a tenant session."""
+    a, _ = make_tenant("a")
+    b, _ = make_tenant("b")
+    ids_a = _seed(db, a, f"ra{a}")
+    ids_b = _seed(db, b, f"rb{b}")
+    rows = db.tenant_read(a, "SELECT id, text FROM passages ORDER BY id", {})
+    assert ids_a["passage"] in [r[0] for r in rows]
+    assert ids_b["passage"] not in [r[0] for r in rows]
+    assert db.tenant_read(a, "SELECT count(*) FROM passages WHERE tenant_id = %(t)s", {"t": b}) == [(0,)]
+    # binary rows: bytea arrives as raw bytes, not hex text
+    assert db.tenant_read(a, "SELECT '\\x00ff'::bytea", {}) == [(b"\x00\xff",)]
+
+
+def test_tenant_read_settings_end_with_its_transaction(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    a, _ = make_tenant("a")
+    got = db.tenant_read(
+        a,
+        "SELECT current_setting('livingrag.tenant_id'), current_setting('hnsw.ef_search')",
+        {},
+        local_settings={"hnsw.ef_search": "17"},
+    )
+    assert got == [(str(a), "17")]
+    # every pooled connection is back to no tenant and the default search width
+    for _ in range(db.settings.pool_size + 1):
+        with db.app_session() as s:
+            assert s.execute(text("SELECT current_setting('livingrag.tenant_id', true)")).scalar() in (None, "")
+            assert s.execute(text("SELECT current_setting('hnsw.ef_search')")).scalar() == "40"
+            assert s.execute(text("SELECT count(*) FROM tenants")).scalar() == 0
+
+
+def test_tenant_read_error_rolls_back_and_leaves_the_pool_usable(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    a, _ = make_tenant("a")
+    with pytest.raises(Exception, match="division by zero"):
+        db.tenant_read(a, "SELECT 1 / %(z)s", {"z": 0})
+    with pytest.raises(Exception, match="no_such_table"):
+        db.tenant_read(a, "SELECT * FROM no_such_table", {})
+    for _ in range(db.settings.pool_size + 1):
+        assert db.tenant_read(a, "SELECT 1", {}) == [(1,)]
+    with db.owner_session() as s:  # no transaction was left open on a pooled connection
+        left_open = text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND state LIKE 'idle in transaction%'"
+        )
+        assert s.execute(left_open).scalar() == 0
+    with pytest.raises(ValueError, match="tenant_id must be a positive integer"):
+        db.tenant_read(0, "SELECT 1", {})

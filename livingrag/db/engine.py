@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from sqlalchemy import Engine, TextClause, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -42,18 +43,35 @@ def _register_vector(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.rollback()
 
 
+def _set_config_text(n: int, placeholder: str) -> str:
+    """``SELECT set_config(k0, v0, true), ...`` for ``n`` settings, parameters written with
+    ``placeholder`` (``":{}"`` for SQLAlchemy, ``"%({})s"`` for the driver)."""
+    return "SELECT " + ", ".join(
+        f"set_config({placeholder.format(f'k{i}')}, {placeholder.format(f'v{i}')}, true)" for i in range(n)
+    )
+
+
 @functools.lru_cache(maxsize=16)
 def _set_config_sql(n: int) -> TextClause:
-    """``SELECT set_config(:k0, :v0, true), ...`` for ``n`` transaction-local settings."""
-    return text("SELECT " + ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(n)))
+    return text(_set_config_text(n, ":{}"))
+
+
+@functools.lru_cache(maxsize=16)
+def _set_config_driver_sql(n: int) -> str:
+    return _set_config_text(n, "%({})s")
+
+
+def _settings_params(settings: Mapping[str, str]) -> tuple[int, dict[str, str]]:
+    pairs = [(str(k), str(v)) for k, v in settings.items()]
+    params = {f"k{i}": k for i, (k, _) in enumerate(pairs)} | {f"v{i}": v for i, (_, v) in enumerate(pairs)}
+    return len(pairs), params
 
 
 def local_settings_statement(settings: Mapping[str, str]) -> tuple[TextClause, dict[str, str]]:
     """One statement (and its parameters) that sets ``settings`` until the end of the transaction
     (``set_config(name, value, true)`` each, i.e. ``SET LOCAL``)."""
-    pairs = [(str(k), str(v)) for k, v in settings.items()]
-    params = {f"k{i}": k for i, (k, _) in enumerate(pairs)} | {f"v{i}": v for i, (_, v) in enumerate(pairs)}
-    return _set_config_sql(len(pairs)), params
+    n, params = _settings_params(settings)
+    return _set_config_sql(n), params
 
 
 class Database:
@@ -131,6 +149,47 @@ class Database:
                 session.rollback()
                 raise
 
+    def tenant_read(
+        self,
+        tenant_id: int,
+        statement: str,
+        params: Mapping[str, Any],
+        *,
+        local_settings: Mapping[str, str] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Run one read-only ``statement`` (driver syntax: ``%(name)s`` parameters) for
+        ``tenant_id`` in a transaction of its own and return its rows: the hot path of matching.
+
+        Unlike :meth:`tenant_session` it bypasses the ORM and sends the transaction's ``BEGIN``,
+        the scope statement (tenant and ``local_settings``, transaction-local as there), the
+        statement and ``COMMIT`` in one pipeline, i.e. one network round trip instead of four.
+        The statement is prepared on the connection (parsed once per connection; with
+        ``plan_cache_mode = force_generic_plan`` in ``local_settings`` also planned once) and its
+        rows come in binary format (``bytea`` columns as raw bytes, not hex text). RLS confines it
+        exactly as it confines a tenant session. On any error the transaction is rolled back (or
+        the connection discarded if it broke) before the error propagates."""
+        if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
+            raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
+        n, scope_params = _settings_params({TENANT_SETTING: str(tenant_id), **(local_settings or {})})
+        with _wrap_errors():
+            record = self.app_engine.raw_connection()
+        try:
+            conn = record.driver_connection
+            try:
+                with conn.pipeline():
+                    conn.execute(_set_config_driver_sql(n), scope_params, prepare=True)
+                    cur = conn.cursor(binary=True)
+                    cur.execute(statement, params, prepare=True)
+                    conn.commit()
+                return cur.fetchall()
+            except BaseException as exc:
+                _discard_transaction(record, conn)
+                if isinstance(exc, psycopg.OperationalError):
+                    raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+                raise
+        finally:
+            record.close()
+
     @contextmanager
     def app_session(self) -> Iterator[Session]:
         """An application-role session with no tenant: RLS shows it no tenant-owned row."""
@@ -184,6 +243,17 @@ def _wrap_errors() -> Iterator[None]:
         if exc.connection_invalidated:
             raise DatabaseUnavailable(f"database connection lost: {_first_line(exc)}") from exc
         raise
+
+
+def _discard_transaction(record: Any, conn: Any) -> None:
+    """After a failed :meth:`Database.tenant_read`: roll back, or drop a connection that broke."""
+    try:
+        if conn.closed or conn.broken:
+            record.invalidate()
+        else:
+            conn.rollback()
+    except Exception:
+        record.invalidate()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -538,8 +538,9 @@ def _match_loop(
         wall = (time.perf_counter() - t0) * 1000
         if n < 50:
             continue
-        if server.available:
-            cpu.append((time.process_time() - c0) * 1000 + server.ms() - s0)
+        if server.available:  # the client's time first: reading the server's from /proc costs CPU too
+            client_ms = (time.process_time() - c0) * 1000
+            cpu.append(client_ms + server.ms() - s0)
         total.append(wall)
         pre.append(m.timings["preselect_ms"])
         res.append(m.timings["rescore_ms"])

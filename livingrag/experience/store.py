@@ -158,10 +158,13 @@ class ExperienceStore:
             ]
         )
 
-    def _check_dim(self, session: Session, tenant_id: int, corpus_id: int, dim: int) -> None:
+    def _check_dim(self, tenant_id: int, corpus_id: int, dim: int) -> None:
+        """The query embedding has the corpus's dimension (read once per scope and process; a
+        corpus's dimension never changes). ``NotFound`` for a corpus this tenant cannot see."""
         key = (tenant_id, corpus_id)
         if key not in self._dims:
-            self._dims[key] = repo.corpus_dimension_and_version(session, corpus_id)[0]
+            with self.db.tenant_session(tenant_id) as s:
+                self._dims[key] = repo.corpus_dimension_and_version(s, corpus_id)[0]
         if self._dims[key] != dim:
             raise InvalidInput(
                 f"query embedding has dimension {dim} but corpus {corpus_id} uses {self._dims[key]}-dimensional "
@@ -175,11 +178,13 @@ class ExperienceStore:
         corpus_id: int,
         emb: np.ndarray,
         base: Mapping[int, float],
-        *,
-        scan_configured: bool = False,
     ) -> list[repo.CandidateRow]:
-        return repo.preselect(
-            session,
+        return repo.preselect(session, **self._preselect_args(tenant_id, corpus_id, emb, base))
+
+    def _preselect_args(
+        self, tenant_id: int, corpus_id: int, emb: np.ndarray, base: Mapping[int, float]
+    ) -> dict[str, Any]:
+        return dict(
             tenant_id=tenant_id,
             corpus_id=corpus_id,
             embedding=emb,
@@ -190,7 +195,6 @@ class ExperienceStore:
             ef_search=self.exp.hnsw_ef_search,
             alpha=self.exp.alpha,
             entity_hits=self.exp.entity_hits,
-            scan_configured=scan_configured,
         )
 
     # ---------------------------------------------------------------- matching (eq. 7-13)
@@ -211,10 +215,8 @@ class ExperienceStore:
         corpus_id = _positive_id(corpus_id, "corpus_id")
         emb = validate_embedding(encoding.embedding)
         base = validate_activation(encoding.base_activation, "base activation")
-        scan = repo.vector_scan_settings(self.exp.hnsw_ef_search)
-        with self.db.tenant_session(tenant_id, local_settings=scan) as s:
-            self._check_dim(s, tenant_id, corpus_id, int(emb.shape[0]))
-            rows = self._preselect(s, tenant_id, corpus_id, emb, base, scan_configured=True)
+        self._check_dim(tenant_id, corpus_id, int(emb.shape[0]))
+        rows = repo.preselect_read(self.db, **self._preselect_args(tenant_id, corpus_id, emb, base))
         timings = {"preselect_ms": _ms(t0)}
         if not rows:
             timings["rescore_ms"] = 0.0

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import TextClause, text
@@ -36,6 +36,9 @@ from sqlalchemy.orm import Session
 
 from livingrag.db.engine import local_settings_statement
 from livingrag.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
 
 MAX_HNSW_DIM = 4000  # pgvector's HNSW limit for halfvec
 LOCK_NAMESPACE = 0x4C52  # "LR": first key of pg_advisory_xact_lock(int, int) for write-back scopes
@@ -113,15 +116,6 @@ class ExperienceRecord:
     stale: bool
     stale_reason: str | None
     map_size: int
-
-
-def from_vector_send(data: bytes) -> np.ndarray:
-    """Decode pgvector's binary form (``vector_send``: int16 dim, int16 unused, dim big-endian
-    float4) into float32; parsing the text form costs ~0.2 ms per 384-d vector, this ~1 us. (The
-    activation map travels packed for the same reason: decoding 64 jsonb maps costs milliseconds.)"""
-    buf = bytes(data)
-    dim = int.from_bytes(buf[:2], "big")
-    return np.frombuffer(buf, dtype=">f4", count=dim, offset=4).astype(np.float32)
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -208,6 +202,82 @@ def _preselect_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -
     )
 
 
+def preselect_settings(ef_search: int) -> dict[str, str]:
+    """The server settings of :func:`preselect_read`: :func:`vector_scan_settings` and a generic
+    plan (the statement's row limits are constants, so one plan serves every tenant and query and
+    the ~1 ms of planning per match is spent once per connection)."""
+    return {**vector_scan_settings(ef_search), "plan_cache_mode": "force_generic_plan"}
+
+
+def _preselect_params(
+    *,
+    tenant_id: int,
+    corpus_id: int,
+    embedding: np.ndarray,
+    seeds: Mapping[int, float],
+    now: datetime,
+    alpha: float,
+) -> dict[str, Any]:
+    seed_ws = [float(w) for w in seeds.values()]
+    return {
+        "t": tenant_id,
+        "c": corpus_id,
+        "q": np.asarray(embedding, dtype=np.float32),
+        "alpha": float(alpha),
+        "bnorm": math.sqrt(sum(w * w for w in seed_ws)) or 1.0,
+        "now": now,
+        "eids": [int(e) for e in seeds],
+        "ews": seed_ws,
+    }
+
+
+def _limits(m: int, entity_hits: int | None, rows_per_entity: int) -> tuple[int, int, int, int]:
+    """(m, m_emb, m_hits, per_entity) of :func:`_preselect_sql`."""
+    return int(m), (int(m) + 1) // 2, int(entity_hits if entity_hits is not None else 4 * m), int(rows_per_entity)
+
+
+@functools.lru_cache(maxsize=32)
+def _preselect_driver_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -> str:
+    """:func:`_preselect_sql` in the driver's parameter syntax (``%(name)s``)."""
+    from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+
+    return str(_preselect_sql(dim, m, m_emb, m_hits, per_entity).compile(dialect=pg_psycopg.dialect()))
+
+
+def decode_candidates(rows: Sequence[Sequence[Any]], dim: int) -> list[CandidateRow]:
+    """Rows of the preselection statement as :class:`CandidateRow` objects. The embeddings come in
+    pgvector's binary form (``vector_send``: int16 dim, int16 unused, dim big-endian float4) and the
+    activation maps packed (migration 0003): parsing 64 text vectors or jsonb maps would cost
+    milliseconds; both are decoded here in one numpy call each, not per row."""
+    if not rows:
+        return []
+    vec = np.dtype([("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))])
+    raw_vecs = b"".join(bytes(r[3]) for r in rows)
+    if len(raw_vecs) != vec.itemsize * len(rows):
+        raise ValueError(f"preselection returned embeddings that are not all {dim}-dimensional")
+    embeddings = np.frombuffer(raw_vecs, dtype=vec)["v"].astype(np.float32)
+    packed = [bytes(r[4]) if r[4] else b"" for r in rows]
+    pairs = np.frombuffer(b"".join(packed), dtype=_PACKED)
+    bounds = np.cumsum([len(x) // _PACKED.itemsize for x in packed])[:-1]
+    all_ids, all_ws = pairs["e"].astype(np.int64), pairs["w"].astype(np.float64)
+    ids, ws = np.split(all_ids, bounds), np.split(all_ws, bounds)
+    return [
+        CandidateRow(
+            id=int(r[0]),
+            query=r[1],
+            query_template=r[2],
+            embedding=embeddings[i],
+            entity_ids=ids[i],
+            weights=ws[i],
+            confidence=float(r[5]),
+            created_at=r[6],
+            summary=r[7],
+            channel_rank=int(r[8]),
+        )
+        for i, r in enumerate(rows)
+    ]
+
+
 def preselect(
     session: Session,
     *,
@@ -230,46 +300,46 @@ def preselect(
     (exact embedding cosine, seed-restricted activation cosine, weight ``alpha``), so experiences
     that share an entity but answer another kind of question do not crowd out the relevant ones.
     ``scan_configured``: the session already holds :func:`vector_scan_settings` (one round trip
-    fewer)."""
+    fewer). Runs in the caller's transaction (the write-back's novelty re-check under its lock);
+    matching uses :func:`preselect_read`."""
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
         return []
     if not scan_configured:  # else the session set vector_scan_settings(ef_search) itself
         configure_vector_scan(session, ef_search=ef_search)
-    seed_ids = [int(e) for e in seeds]
-    seed_ws = [float(w) for w in seeds.values()]
-    m_hits = entity_hits if entity_hits is not None else 4 * m
-    rows = session.execute(
-        _preselect_sql(dim, int(m), (int(m) + 1) // 2, int(m_hits), int(rows_per_entity)),
-        {
-            "t": tenant_id,
-            "c": corpus_id,
-            "q": np.asarray(embedding, dtype=np.float32),
-            "alpha": float(alpha),
-            "bnorm": math.sqrt(sum(w * w for w in seed_ws)) or 1.0,
-            "now": now,
-            "eids": seed_ids,
-            "ews": seed_ws,
-        },
-    ).all()
-    out = []
-    for r in rows:
-        ids, weights = unpack_activation(r[4])
-        out.append(
-            CandidateRow(
-                id=int(r[0]),
-                query=r[1],
-                query_template=r[2],
-                embedding=from_vector_send(r[3]),
-                entity_ids=ids,
-                weights=weights,
-                confidence=float(r[5]),
-                created_at=r[6],
-                summary=r[7],
-                channel_rank=int(r[8]),
-            )
-        )
-    return out
+    params = _preselect_params(
+        tenant_id=tenant_id, corpus_id=corpus_id, embedding=embedding, seeds=seeds, now=now, alpha=alpha
+    )
+    rows = session.execute(_preselect_sql(dim, *_limits(m, entity_hits, rows_per_entity)), params).all()
+    return decode_candidates(rows, dim)
+
+
+def preselect_read(
+    db: Database,
+    *,
+    tenant_id: int,
+    corpus_id: int,
+    embedding: np.ndarray,
+    seeds: Mapping[int, float],
+    m: int,
+    now: datetime,
+    rows_per_entity: int = 256,
+    ef_search: int = 40,
+    alpha: float = 0.5,
+    entity_hits: int | None = None,
+) -> list[CandidateRow]:
+    """:func:`preselect` as a transaction of its own, sent in one round trip with a prepared
+    generic plan and binary rows (:meth:`Database.tenant_read`, :func:`preselect_settings`): the
+    same statement and the same candidates, for matching, where it is the whole transaction."""
+    dim = _dim_sql(int(np.asarray(embedding).shape[0]))
+    if m < 1:
+        return []
+    params = _preselect_params(
+        tenant_id=tenant_id, corpus_id=corpus_id, embedding=embedding, seeds=seeds, now=now, alpha=alpha
+    )
+    sql = _preselect_driver_sql(dim, *_limits(m, entity_hits, rows_per_entity))
+    rows = db.tenant_read(tenant_id, sql, params, local_settings=preselect_settings(ef_search))
+    return decode_candidates(rows, dim)
 
 
 def lock_scope(session: Session, corpus_id: int) -> None:
