@@ -6,6 +6,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from livingrag.config import Settings, get_settings
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
+from livingrag.db.repositories import experiences as repo
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, ExperienceCandidate, UsedPassage
@@ -103,3 +105,16 @@ def candidate(
         passages=passages,
         **kw,
     )
+
+
+def insert_plain(db: Database, tenant: int, corpus: int, emb: np.ndarray, activation: dict[int, float]) -> int:
+    """An experience written straight through the repository (no gate), confidence 1."""
+    with db.tenant_session(tenant) as s:
+        return repo.insert_experience(
+            s,
+            repo.NewExperience(
+                tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
+                activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
+                source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
+            ),
+        )  # fmt: skip

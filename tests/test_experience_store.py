@@ -21,6 +21,7 @@ from tests.experience_helpers import (
     CountingVerifier,
     HashingEncoder,
     candidate,
+    insert_plain,
     make_corpus,
     make_store,
     settings,
@@ -520,21 +521,6 @@ def test_store_can_use_passages_given_as_used_passage(db: Database, tenant: int)
     assert store.write_back(c).stored
 
 
-def _insert_plain(db: Database, tenant: int, corpus: int, emb: np.ndarray, activation: dict[int, float]) -> int:
-    """An experience written straight through the repository (no gate), confidence 1."""
-    from datetime import UTC, datetime
-
-    with db.tenant_session(tenant) as s:
-        return repo.insert_experience(
-            s,
-            repo.NewExperience(
-                tenant_id=tenant, corpus_id=corpus, query="q?", query_template="q?", embedding=emb,
-                activation=activation, summary="s", answer="a", confidence=1.0, grounding={},
-                source_passage_ids=[], corpus_version=0, created_at=datetime.now(UTC), expires_at=None,
-            ),
-        )  # fmt: skip
-
-
 def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: int) -> None:
     """Four experiences share the seed entity more strongly but answer unrelated questions
     (orthogonal embeddings); the relevant one shares it less but is close to the query. With one
@@ -543,7 +529,7 @@ def test_entity_channel_ranks_by_eq7_not_by_overlap_alone(db: Database, tenant: 
     corpus = make_corpus(db, tenant, DIM)
 
     def put(emb: np.ndarray, activation: dict[int, float]) -> int:
-        return _insert_plain(db, tenant, corpus, emb, activation)
+        return insert_plain(db, tenant, corpus, emb, activation)
 
     nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})  # s = 0.5 * 1 + 0.5 * 0
     crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]  # s = 0.5 * 0 + 0.5 * 1
@@ -564,7 +550,7 @@ def test_entity_hits_bounds_the_entity_channel(db: Database, tenant: int) -> Non
     corpus = make_corpus(db, tenant, DIM)
 
     def put(emb: np.ndarray, activation: dict[int, float]) -> int:
-        return _insert_plain(db, tenant, corpus, emb, activation)
+        return insert_plain(db, tenant, corpus, emb, activation)
 
     nearest = put(unit(DIM, (0, 1.0)), {99: 1.0})
     crowd = [put(unit(DIM, (2 + i, 1.0)), {1: 1.0}) for i in range(4)]
@@ -574,8 +560,10 @@ def test_entity_hits_bounds_the_entity_channel(db: Database, tenant: int) -> Non
     wide = make_store(db, candidates_m=2, entity_hits=5).match(tenant, corpus, q)
     assert {t.id for t in narrow.top} == {nearest, crowd[0]}  # overlap ties go to the smaller id
     assert wide.top[0].id == target
-    with pytest.raises(InvalidInput, match="preselection limit m_hits must be a positive integer"):
-        repo._preselect_sql(DIM, 1, 1, 0, 1)
+    with pytest.raises(InvalidInput, match="preselection m_hits must be a positive integer"):
+        repo._preselect_sql(DIM, 1, 1, 0, 1, tenant, corpus)
+    with pytest.raises(InvalidInput, match="preselection tenant_id must be a positive integer"):
+        repo._preselect_sql(DIM, 1, 1, 1, 1, 0, corpus)
 
 
 def test_the_packed_activation_follows_the_jsonb_map(db: Database, tenant: int) -> None:
@@ -613,7 +601,7 @@ def test_matching_read_returns_what_the_in_transaction_preselection_returns(db: 
     corpus = make_corpus(db, tenant, DIM)
     rng = np.random.default_rng(3)
     for i in range(12):
-        _insert_plain(db, tenant, corpus, rng.normal(size=DIM), {1 + i % 4: 1.0, 10 + i: 0.5})
+        insert_plain(db, tenant, corpus, rng.normal(size=DIM), {1 + i % 4: 1.0, 10 + i: 0.5})
     q = rng.normal(size=DIM)
     args = dict(tenant_id=tenant, corpus_id=corpus, embedding=q, seeds={1: 1.0, 2: 0.4}, m=6, now=datetime.now(UTC))
     with db.tenant_session(tenant) as s:

@@ -202,3 +202,59 @@ def list_(
             f"{r.fusion_uses}/{r.scaffold_uses}", r.created_at.isoformat(timespec="seconds"), state,
         )  # fmt: skip
     console.print(table)
+
+
+@app.command(
+    name="index-scopes",
+    help="Give each large (tenant, corpus) scope its own HNSW index of query embeddings, so that matching walks "
+    "a graph of the scope's experiences instead of filtering the shared one; rebuild indexes whose build was "
+    "interrupted and drop those of deleted corpora. Builds run CONCURRENTLY: matching and write-backs go on."
+    + examples(
+        "livingrag admin index-scopes --dry-run",
+        "livingrag admin index-scopes --min-experiences 20000",
+        "livingrag admin index-scopes --tenant acme --corpus wiki --json",
+    ),
+)
+def index_scopes(
+    min_experiences: int = typer.Option(
+        5000, "--min-experiences", min=0, help="Index scopes holding at least this many experiences."
+    ),
+    maintenance_work_mem: str = typer.Option(
+        "1GB", "--maintenance-work-mem", help="PostgreSQL maintenance_work_mem for the builds (e.g. 512MB, 2GB)."
+    ),
+    tenant: str | None = TENANT,
+    corpus: str | None = CORPUS,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON,
+) -> None:
+    from livingrag.experience.scope_indexing import index_scopes as run
+
+    with open_database() as db:
+        with db.owner_session() as s:
+            scope = _scope(s, tenant, corpus)
+        report = run(
+            db,
+            tenant_id=scope.tenant_id,
+            corpus_id=scope.corpus_id,
+            min_experiences=min_experiences,
+            maintenance_work_mem=maintenance_work_mem,
+            dry_run=dry_run,
+            progress=(lambda m: None) if as_json else console.print,
+        )
+    out = report.as_dict()
+    if as_json:
+        print_json(out)
+        return
+    verb = "would" if dry_run else "did"
+    console.print(
+        f"{verb} build {len(out['create'])}, rebuild {len(out['rebuild'])} and drop {len(out['drop'])} scope "
+        f"indexes; {len(out['keep'])} kept"
+    )
+    for item in (*out["create"], *out["rebuild"]):
+        took = out["built_s"].get(item["index"])
+        console.print(
+            f"  {item['index']}: tenant {item['tenant_id']}, corpus {item['corpus_id']}, {item['experiences']} "
+            f"experiences" + (f", {took} s" if took is not None else "")
+        )
+    for name in out["drop"]:
+        console.print(f"  drop {name}")

@@ -89,6 +89,12 @@ def store(
         help="Measure a database kept by --keep instead of loading one (give the same --experiences, --tenants and "
         "--seed); it is not dropped. For comparing settings (LIVINGRAG_EXPERIENCE__*) on one store.",
     ),
+    scope_indexes: bool = typer.Option(
+        True,
+        "--scope-indexes/--no-scope-indexes",
+        help="Give each tenant's corpus its own HNSW index before measuring, as `livingrag admin index-scopes` "
+        "does (--no-scope-indexes: match through the shared index alone).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
@@ -102,6 +108,7 @@ def store(
         seed=seed,
         keep=keep,
         database=database,
+        scope_indexes=scope_indexes,
     )
 
     def progress(msg: str) -> None:

@@ -23,6 +23,7 @@ rows, interleaved by rank:
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -143,25 +144,36 @@ def configure_vector_scan(session: Session, *, ef_search: int) -> None:
     session.execute(statement, params)
 
 
-@functools.lru_cache(maxsize=32)
-def _preselect_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -> TextClause:
-    """The preselection statement for one embedding dimension and one set of row limits (built
-    once: SQLAlchemy parses a text() statement's bind parameters every time one is constructed).
+@functools.lru_cache(maxsize=1024)
+def _preselect_sql(
+    dim: int, m: int, m_emb: int, m_hits: int, per_entity: int, tenant_id: int, corpus_id: int
+) -> TextClause:
+    """The preselection statement for one scope, one embedding dimension and one set of row limits
+    (built once: SQLAlchemy parses a text() statement's bind parameters every time one is
+    constructed).
 
     The limits are written into the text, not bound: with a ``LIMIT $n`` the planner cannot tell
     that the HNSW scan stops early, so the generic plan of the prepared statement is a full scan and
-    every execution had to be planned anew (~1 ms); with constant limits the server can keep one
-    plan for every tenant and query."""
-    for name, value in (("m", m), ("m_emb", m_emb), ("m_hits", m_hits), ("per_entity", per_entity)):
+    every execution had to be planned anew (~1 ms); with constant limits the server keeps one plan.
+    The scope (tenant and corpus ids, validated integers) is written into the text too, so that the
+    planner can prove the predicate of the scope's own partial HNSW index
+    (:mod:`livingrag.db.repositories.scope_indexes`) and walk that graph, which holds only the
+    scope's experiences, instead of filtering the shared one; a scope without one uses the shared
+    index as before. Row-level security confines the statement all the same."""
+    for name, value in (
+        ("m", m), ("m_emb", m_emb), ("m_hits", m_hits), ("per_entity", per_entity),
+        ("tenant_id", tenant_id), ("corpus_id", corpus_id),
+    ):  # fmt: skip
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidInput(f"preselection limit {name} must be a positive integer, got {value!r}")
+            raise InvalidInput(f"preselection {name} must be a positive integer, got {value!r}")
+    t, c = int(tenant_id), int(corpus_id)
     vec = f"halfvec({dim})"  # the HNSW indexes are on half precision (migration 0002)
     return text(
         f"""
         WITH emb AS (
           SELECT x.id, row_number() OVER (ORDER BY x.d, x.id) AS r FROM (
             SELECT id, (query_embedding::{vec}) <=> CAST(:q AS {vec}) AS d FROM experiences
-            WHERE embedding_dim = {dim} AND tenant_id = :t AND corpus_id = :c AND {_ACTIVE.format(a="")}
+            WHERE embedding_dim = {dim} AND tenant_id = {t} AND corpus_id = {c} AND {_ACTIVE.format(a="")}
             ORDER BY (query_embedding::{vec}) <=> CAST(:q AS {vec})
             LIMIT {m_emb}
           ) x
@@ -171,7 +183,7 @@ def _preselect_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -
           FROM unnest(CAST(:eids AS bigint[]), CAST(:ews AS float8[])) AS s(entity_id, w)
           CROSS JOIN LATERAL (
             SELECT ee.experience_id, ee.weight FROM experience_entities ee
-            WHERE ee.tenant_id = :t AND ee.corpus_id = :c AND ee.entity_id = s.entity_id
+            WHERE ee.tenant_id = {t} AND ee.corpus_id = {c} AND ee.entity_id = s.entity_id
             ORDER BY ee.weight DESC
             LIMIT {per_entity}
           ) h
@@ -204,15 +216,13 @@ def _preselect_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -
 
 def preselect_settings(ef_search: int) -> dict[str, str]:
     """The server settings of :func:`preselect_read`: :func:`vector_scan_settings` and a generic
-    plan (the statement's row limits are constants, so one plan serves every tenant and query and
-    the ~1 ms of planning per match is spent once per connection)."""
+    plan (the statement's row limits and scope are constants, so one plan serves every query of a
+    scope and the ~1 ms of planning per match is spent once per scope and connection)."""
     return {**vector_scan_settings(ef_search), "plan_cache_mode": "force_generic_plan"}
 
 
 def _preselect_params(
     *,
-    tenant_id: int,
-    corpus_id: int,
     embedding: np.ndarray,
     seeds: Mapping[int, float],
     now: datetime,
@@ -220,8 +230,6 @@ def _preselect_params(
 ) -> dict[str, Any]:
     seed_ws = [float(w) for w in seeds.values()]
     return {
-        "t": tenant_id,
-        "c": corpus_id,
         "q": np.asarray(embedding, dtype=np.float32),
         "alpha": float(alpha),
         "bnorm": math.sqrt(sum(w * w for w in seed_ws)) or 1.0,
@@ -236,12 +244,15 @@ def _limits(m: int, entity_hits: int | None, rows_per_entity: int) -> tuple[int,
     return int(m), (int(m) + 1) // 2, int(entity_hits if entity_hits is not None else 4 * m), int(rows_per_entity)
 
 
-@functools.lru_cache(maxsize=32)
-def _preselect_driver_sql(dim: int, m: int, m_emb: int, m_hits: int, per_entity: int) -> str:
+@functools.lru_cache(maxsize=1024)
+def _preselect_driver_sql(
+    dim: int, m: int, m_emb: int, m_hits: int, per_entity: int, tenant_id: int, corpus_id: int
+) -> str:
     """:func:`_preselect_sql` in the driver's parameter syntax (``%(name)s``)."""
     from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 
-    return str(_preselect_sql(dim, m, m_emb, m_hits, per_entity).compile(dialect=pg_psycopg.dialect()))
+    sql = _preselect_sql(dim, m, m_emb, m_hits, per_entity, tenant_id, corpus_id)
+    return str(sql.compile(dialect=pg_psycopg.dialect()))
 
 
 def decode_candidates(rows: Sequence[Sequence[Any]], dim: int) -> list[CandidateRow]:
@@ -258,23 +269,22 @@ def decode_candidates(rows: Sequence[Sequence[Any]], dim: int) -> list[Candidate
     embeddings = np.frombuffer(raw_vecs, dtype=vec)["v"].astype(np.float32)
     packed = [bytes(r[4]) if r[4] else b"" for r in rows]
     pairs = np.frombuffer(b"".join(packed), dtype=_PACKED)
-    bounds = np.cumsum([len(x) // _PACKED.itemsize for x in packed])[:-1]
+    ends = list(itertools.accumulate(len(x) // _PACKED.itemsize for x in packed))
     all_ids, all_ws = pairs["e"].astype(np.int64), pairs["w"].astype(np.float64)
-    ids, ws = np.split(all_ids, bounds), np.split(all_ws, bounds)
     return [
         CandidateRow(
             id=int(r[0]),
             query=r[1],
             query_template=r[2],
             embedding=embeddings[i],
-            entity_ids=ids[i],
-            weights=ws[i],
+            entity_ids=all_ids[end - len(packed[i]) // _PACKED.itemsize : end],
+            weights=all_ws[end - len(packed[i]) // _PACKED.itemsize : end],
             confidence=float(r[5]),
             created_at=r[6],
             summary=r[7],
             channel_rank=int(r[8]),
         )
-        for i, r in enumerate(rows)
+        for i, (r, end) in enumerate(zip(rows, ends, strict=True))
     ]
 
 
@@ -307,10 +317,9 @@ def preselect(
         return []
     if not scan_configured:  # else the session set vector_scan_settings(ef_search) itself
         configure_vector_scan(session, ef_search=ef_search)
-    params = _preselect_params(
-        tenant_id=tenant_id, corpus_id=corpus_id, embedding=embedding, seeds=seeds, now=now, alpha=alpha
-    )
-    rows = session.execute(_preselect_sql(dim, *_limits(m, entity_hits, rows_per_entity)), params).all()
+    params = _preselect_params(embedding=embedding, seeds=seeds, now=now, alpha=alpha)
+    sql = _preselect_sql(dim, *_limits(m, entity_hits, rows_per_entity), tenant_id, corpus_id)
+    rows = session.execute(sql, params).all()
     return decode_candidates(rows, dim)
 
 
@@ -334,10 +343,8 @@ def preselect_read(
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
         return []
-    params = _preselect_params(
-        tenant_id=tenant_id, corpus_id=corpus_id, embedding=embedding, seeds=seeds, now=now, alpha=alpha
-    )
-    sql = _preselect_driver_sql(dim, *_limits(m, entity_hits, rows_per_entity))
+    params = _preselect_params(embedding=embedding, seeds=seeds, now=now, alpha=alpha)
+    sql = _preselect_driver_sql(dim, *_limits(m, entity_hits, rows_per_entity), tenant_id, corpus_id)
     rows = db.tenant_read(tenant_id, sql, params, local_settings=preselect_settings(ef_search))
     return decode_candidates(rows, dim)
 
