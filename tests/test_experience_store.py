@@ -566,6 +566,20 @@ def test_entity_hits_bounds_the_entity_channel(db: Database, tenant: int) -> Non
         repo._preselect_sql(DIM, 1, 1, 1, 1, 0, corpus)
 
 
+def test_stale_experiences_take_no_slot_of_the_entity_channel(db: Database, tenant: int) -> None:
+    """Two stale experiences share the seed entity more strongly than the active one; the entity
+    channel ranks active experiences only, so with two slots the active one is still found (it
+    used to fill its slots first and lose the stale ones afterwards, leaving fewer candidates)."""
+    corpus = make_corpus(db, tenant, DIM)
+    nearest = insert_plain(db, tenant, corpus, unit(DIM, (0, 1.0)), {99: 1.0})
+    stale = [insert_plain(db, tenant, corpus, unit(DIM, (0, 1.0), (2 + i, 0.1)), {1: 1.0}) for i in range(2)]
+    target = insert_plain(db, tenant, corpus, unit(DIM, (5, 1.0)), {1: 0.5, 6: math.sqrt(0.75)})
+    with db.tenant_session(tenant) as s:
+        s.execute(text("UPDATE experiences SET stale = true WHERE id = ANY(:ids)"), {"ids": stale})
+    m = make_store(db, candidates_m=2, entity_hits=3).match(tenant, corpus, encoding(unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert {t.id for t in m.top} == {nearest, target} and m.candidates == 2
+
+
 def test_the_packed_activation_follows_the_jsonb_map(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     store = make_store(db, CountingVerifier(1.0))

@@ -17,7 +17,11 @@ rows, interleaved by rank:
   holds each map's *unit-normalised* weight ``a~_k[e] / |a~_k|``, so this is
   ``cos(a_base, a~_k) * |a_base|`` over the seed entities), re-ranked by eq. 7 itself with the exact
   embedding cosine, of which the best ``m`` are kept. Each seed entity contributes at most
-  ``rows_per_entity`` rows (its strongest), which bounds the cost of very common entities.
+  ``rows_per_entity`` rows (its strongest), which bounds the cost of very common entities. Only
+  active experiences are ranked, so stale or expired ones take no slot.
+
+Each channel carries the candidate's columns from the row it visits anyway; the union keeps each
+experience once, at its best rank.
 """
 
 from __future__ import annotations
@@ -168,11 +172,16 @@ def _preselect_sql(
             raise InvalidInput(f"preselection {name} must be a positive integer, got {value!r}")
     t, c = int(tenant_id), int(corpus_id)
     vec = f"halfvec({dim})"  # the HNSW indexes are on half precision (migration 0002)
+    # Both channels carry the columns matching needs from the row they already visit (the HNSW
+    # channel for its filter, the entity channel for eq. 7's exact cosine), so no third visit of
+    # each candidate row is needed; the union keeps each experience once, at its best rank.
+    cols = "id, query, query_template, query_embedding, activation_packed, confidence, created_at, summary"
+    x_cols = ", ".join(f"x.{col.strip()}" for col in cols.split(","))
     return text(
         f"""
         WITH emb AS (
-          SELECT x.id, row_number() OVER (ORDER BY x.d, x.id) AS r FROM (
-            SELECT id, (query_embedding::{vec}) <=> CAST(:q AS {vec}) AS d FROM experiences
+          SELECT {cols}, row_number() OVER (ORDER BY d, id) AS r FROM (
+            SELECT {cols}, (query_embedding::{vec}) <=> CAST(:q AS {vec}) AS d FROM experiences
             WHERE embedding_dim = {dim} AND tenant_id = {t} AND corpus_id = {c} AND {_ACTIVE.format(a="")}
             ORDER BY (query_embedding::{vec}) <=> CAST(:q AS {vec})
             LIMIT {m_emb}
@@ -192,23 +201,23 @@ def _preselect_sql(
           LIMIT {m_hits}
         ),
         ent AS (
-          SELECT h.id, row_number() OVER (
+          SELECT {x_cols}, row_number() OVER (
             ORDER BY :alpha * (1 - (x.query_embedding <=> CAST(:q AS vector({dim})))) + (1 - :alpha) * h.dot / :bnorm
               DESC, h.id
           ) AS r
           FROM hits h JOIN experiences x ON x.id = h.id
-          WHERE x.embedding_dim = {dim}
+          WHERE x.embedding_dim = {dim} AND {_ACTIVE.format(a="x.")}
           ORDER BY r
           LIMIT {m}
-        ),
-        u AS (
-          SELECT id, min(r) AS r FROM (SELECT id, r FROM emb UNION ALL SELECT id, r FROM ent) z GROUP BY id
         )
-        SELECT e.id, e.query, e.query_template, vector_send(e.query_embedding), e.activation_packed,
-               e.confidence, e.created_at, e.summary, u.r
-        FROM u JOIN experiences e ON e.id = u.id
-        WHERE e.embedding_dim = {dim} AND {_ACTIVE.format(a="e.")}
-        ORDER BY u.r, e.id
+        SELECT id, query, query_template, vector_send(query_embedding), activation_packed, confidence, created_at,
+               summary, r
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY id ORDER BY r) AS k
+          FROM (SELECT * FROM emb UNION ALL SELECT * FROM ent) z
+        ) y
+        WHERE k = 1
+        ORDER BY r, id
         LIMIT {m}
     """
     )
