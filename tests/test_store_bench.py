@@ -28,6 +28,7 @@ def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
     assert report["race_stored"] == 1
     assert report["writes_stored"] == 8
     assert report["match_ms_p50"] > 0 and report["preselect_ms_p50"] > 0
+    assert report["scope_indexes"] == 2 and report["scope_index_build_s"] >= 0  # one per tenant's corpus
     assert any("loading 600 experiences" in line for line in lines)
     assert "match" in format_report(report)
     engine = create_engine(pg_server_url)
@@ -41,14 +42,20 @@ def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
 
 def test_store_bench_measures_a_kept_store_again(pg_server_url: str) -> None:
     """``--keep`` then ``--database NAME``: the second run measures the same store (its synthetic
-    data regenerated from the seed) and leaves it in place; a wrong size is refused by name."""
+    data regenerated from the seed) and leaves it in place; a wrong size is refused by name. The
+    first run matches through the shared index alone; the second builds the scope indexes the kept
+    store lacks."""
     settings = get_settings(db=db_settings_for(pg_server_url))
     first = run_store_bench(
         settings,
-        BenchConfig(experiences=300, tenants=2, queries=20, writers=2, writes=4, race_bursts=1, keep=True),
+        BenchConfig(
+            experiences=300, tenants=2, queries=20, writers=2, writes=4, race_bursts=1, keep=True, scope_indexes=False
+        ),
         progress=lambda _m: None,
     )
     name = first["database"]
+    assert first["scope_indexes"] == 0 and "scope_index_build_s" not in first
+    assert first["topk_agreement"] >= 0.99
     engine = create_engine(pg_server_url, isolation_level="AUTOCOMMIT")
     try:
         lines: list[str] = []
@@ -58,6 +65,7 @@ def test_store_bench_measures_a_kept_store_again(pg_server_url: str) -> None:
             progress=lines.append,
         )
         assert again["database"] == name and "load_s" not in again
+        assert again["scope_indexes"] == 2 and "scope_index_build_s" in again
         assert again["topk_agreement"] >= 0.99 and again["race_stored"] == 1
         assert again["settings"]["entity_hits"] == settings.experience.entity_hits
         assert any(f"kept database {name}" in line for line in lines)
