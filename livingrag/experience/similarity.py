@@ -71,8 +71,8 @@ def sparse_cosines(base: SparseVector, ids: Sequence[np.ndarray], weights: Seque
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
     if lengths.sum() == 0:
         return np.zeros(n)
-    all_ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids])
-    all_w = np.concatenate([np.asarray(x, dtype=np.float64) for x in weights])
+    all_ids = np.concatenate(ids).astype(np.int64, copy=False)
+    all_w = np.concatenate(weights).astype(np.float64, copy=False)
     rows = np.repeat(np.arange(n), lengths)
     norms = np.sqrt(np.bincount(rows, weights=all_w * all_w, minlength=n))
     bn = sparse_norm(base)
@@ -81,7 +81,7 @@ def sparse_cosines(base: SparseVector, ids: Sequence[np.ndarray], weights: Seque
     b_ids, b_w = pack(base)
     order = np.argsort(b_ids)
     b_ids, b_w = b_ids[order], b_w[order]
-    pos = np.clip(np.searchsorted(b_ids, all_ids), 0, len(b_ids) - 1)
+    pos = np.minimum(np.searchsorted(b_ids, all_ids), len(b_ids) - 1)  # searchsorted never returns < 0
     contrib = np.where(b_ids[pos] == all_ids, all_w * b_w[pos], 0.0)
     dots = np.bincount(rows, weights=contrib, minlength=n)
     with np.errstate(divide="ignore", invalid="ignore"):
