@@ -18,12 +18,15 @@ pytestmark = pytest.mark.db
 
 def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
     settings = get_settings(db=db_settings_for(pg_server_url))
-    cfg = BenchConfig(experiences=600, tenants=2, queries=40, writers=2, writes=8, race_bursts=1)
+    cfg = BenchConfig(
+        experiences=600, tenants=2, queries=40, writers=2, writes=8, race_bursts=1, warmup=5, query_seed=3
+    )
     lines: list[str] = []
     report = run_store_bench(settings, cfg, progress=lines.append)
     for key in ("experiences", "match_ms_p50", "match_ms_p95", "topk_agreement", "writes_per_s", "race_stored"):
         assert key in report, key
     assert report["experiences"] == 600 and report["queries"] == 40
+    assert report["warmup"] == 5 and report["query_seed"] == 3  # another query stream, same store
     assert report["topk_agreement"] >= 0.99
     assert report["race_stored"] == 1
     assert report["writes_stored"] == 8

@@ -82,6 +82,13 @@ def store(
     writers: int = typer.Option(8, "--writers", min=1, max=64, help="Concurrent write-back writers."),
     writes: int = typer.Option(400, "--writes", min=1, help="Novel candidates written for the throughput."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the synthetic data."),
+    warmup: int = typer.Option(50, "--warmup", min=0, help="Queries matched before the timed ones."),
+    query_seed: int | None = typer.Option(
+        None,
+        "--query-seed",
+        help="Match another stream of queries over the same store (with --database: queries the kept store has "
+        "not seen, so no cache holds exactly their pages).",
+    ),
     keep: bool = typer.Option(False, "--keep", help="Keep the scratch database."),
     database: str | None = typer.Option(
         None,
@@ -109,6 +116,8 @@ def store(
         keep=keep,
         database=database,
         scope_indexes=scope_indexes,
+        warmup=warmup,
+        query_seed=query_seed,
     )
 
     def progress(msg: str) -> None:

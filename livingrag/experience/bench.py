@@ -67,6 +67,8 @@ class BenchConfig:
     keep: bool = False
     database: str | None = None  # measure a store kept by an earlier run (``keep``) instead of loading one
     scope_indexes: bool = True  # give each tenant's corpus its own HNSW index (``livingrag admin index-scopes``)
+    warmup: int = 50  # queries matched before the timed ones
+    query_seed: int | None = None  # another stream of queries over the same store (None: the seed's own)
 
 
 def _prime_at_most(n: int) -> int:
@@ -548,11 +550,14 @@ def _match_loop(
         mats.append(
             sparse.csr_matrix((w.reshape(-1), (rows, d["ents"].reshape(-1))), shape=(n, int(d["ents"].max()) + 1))
         )
-    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + 50) % synth.tenants)]
+    if cfg.query_seed is not None:  # queries of another stream (the store stays the seed's)
+        synth.rng = np.random.default_rng([cfg.seed, cfg.query_seed])
+    warm = cfg.warmup
+    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + warm) % synth.tenants)]
     total, pre, res, agree, cands, cpu = [], [], [], [], [], []
     tops: list[list[int]] = []
     server = _ServerCPU(db)
-    progress(f"matching {cfg.queries} queries (after 50 warm-up queries), back to back")
+    progress(f"matching {cfg.queries} queries (after {warm} warm-up queries), back to back")
     # Matches run back to back and are checked afterwards: the exact scan below multiplies a
     # tenant's whole embedding matrix, and between two timed matches it would evict the caches of
     # both processes, which no deployment does to its store.
@@ -563,7 +568,7 @@ def _match_loop(
         t0 = time.perf_counter()
         m = store.match(tenant_id, corpus_id, enc)
         wall = (time.perf_counter() - t0) * 1000
-        if n < 50:
+        if n < warm:
             continue
         if server.available:  # the client's time first: reading the server's from /proc costs CPU too
             client_ms = (time.process_time() - c0) * 1000
@@ -576,7 +581,7 @@ def _match_loop(
         if len(total) % 250 == 0:
             progress(f"  {len(total)} queries: p50 {np.percentile(total, 50):.2f} ms")
     progress("checking every top K against an exact full scan of its tenant's store")
-    for (t, emb, base), got in zip(queries[50:], tops, strict=True):
+    for (t, emb, base), got in zip(queries[warm:], tops, strict=True):
         # the paper's exact scan over the tenant's whole store
         d, mat = data[t], mats[t]
         e = (d["emb"] @ emb.astype(np.float32)).astype(np.float64)
@@ -593,6 +598,8 @@ def _match_loop(
     progress(f"  agreement {np.mean(agree):.4f}")
     return {
         "queries": len(total),
+        "warmup": warm,
+        "query_seed": cfg.query_seed,
         "k": k,
         "candidates_m": settings.experience.candidates_m,
         "candidates_mean": round(float(np.mean(cands)), 1),
