@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, TextClause, create_engine, event, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, InvalidatePoolError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from livingrag.config import DBSettings
@@ -172,7 +172,13 @@ class Database:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
         n, scope_params = _settings_params({TENANT_SETTING: str(tenant_id), **(local_settings or {})})
         with _wrap_errors():
-            record = self.app_engine.raw_connection()
+            try:
+                try:
+                    record = self.app_engine.raw_connection()
+                except InvalidatePoolError:  # the pre-ping found the server restarted: the pool is new
+                    record = self.app_engine.raw_connection()
+            except psycopg.OperationalError as exc:  # the pool's own connect errors come unwrapped
+                raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
         try:
             conn = record.driver_connection
             try:
@@ -183,8 +189,11 @@ class Database:
                     conn.commit()
                 return cur.fetchall()
             except BaseException as exc:
+                lost = bool(conn.closed or conn.broken)  # before the discard, which may close it
                 _discard_transaction(record, conn)
-                if isinstance(exc, psycopg.OperationalError):
+                if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or (
+                    lost and isinstance(exc, psycopg.Error)
+                ):  # a server restart surfaces as either, in pipeline mode too
                     raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
                 raise
         finally:
