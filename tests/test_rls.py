@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, ProgrammingError
 from livingrag.db.engine import Database
 from livingrag.db.models import TENANT_OWNED_TABLES
 from livingrag.db.repositories import corpora, tenants
+from tests.conftest import db_settings_for
 
 pytestmark = pytest.mark.db
 
@@ -229,6 +230,14 @@ def test_tenant_read_settings_end_with_its_transaction(
         local_settings={"hnsw.ef_search": "17"},
     )
     assert got == [(str(a), "17")]
+    # the read connection itself (autocommit: the implicit transaction ended with the read) keeps
+    # neither, and runs as the application role
+    with db.read_engine.connect() as c:
+        row = c.execute(
+            text("SELECT current_setting('livingrag.tenant_id', true), current_setting('hnsw.ef_search'), current_user")
+        ).one()
+        assert row[0] in (None, "") and row[1] in ("", "40") and row[2] == db.settings.app_role
+        assert c.execute(text("SELECT count(*) FROM tenants")).scalar() == 0
     # every pooled connection is back to no tenant and the default search width
     for _ in range(db.settings.pool_size + 1):
         with db.app_session() as s:
@@ -255,3 +264,36 @@ def test_tenant_read_error_rolls_back_and_leaves_the_pool_usable(
         assert s.execute(left_open).scalar() == 0
     with pytest.raises(ValueError, match="tenant_id must be a positive integer"):
         db.tenant_read(0, "SELECT 1", {})
+
+
+def test_tenant_read_scope_error_runs_no_statement(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    """The scope statement and the read share one implicit transaction: when setting the scope
+    fails, the read is not executed without it (it would see no tenant, or the last one)."""
+    a, _ = make_tenant("a")
+    _seed(db, a, f"rs{a}")
+    with db.tenant_session(a) as s:
+        n = s.execute(text("SELECT count(*) FROM passages")).scalar_one()
+    assert n > 0
+    with pytest.raises(Exception, match="work_mem"):
+        db.tenant_read(a, "SELECT 1 / 0", {}, local_settings={"work_mem": "plenty"})  # not run: no division error
+    assert db.tenant_read(a, "SELECT count(*) FROM passages", {}) == [(n,)]
+
+
+def test_tenant_read_survives_a_dropped_pooled_connection(
+    db: Database, database_url: str, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    """Read connections are not pinged before use: one the server dropped while it sat in the pool
+    (as after a restart) is retired and the read sent again on a new connection."""
+    a, _ = make_tenant("a")
+    ids = _seed(db, a, f"rd{a}")
+    own = Database(db_settings_for(database_url), check_schema=False)  # a pool of its own: one connection
+    try:
+        pid = own.tenant_read(a, "SELECT pg_backend_pid()", {})[0][0]
+        assert own.tenant_read(a, "SELECT pg_backend_pid()", {})[0][0] == pid  # the same pooled connection
+        with db.owner_session() as s:
+            assert s.execute(text("SELECT pg_terminate_backend(:p, 5000)"), {"p": pid}).scalar() is True
+        rows = own.tenant_read(a, "SELECT id, pg_backend_pid() FROM passages ORDER BY id", {})
+        assert ids["passage"] in [r[0] for r in rows]
+        assert rows[0][1] != pid
+    finally:
+        own.dispose()

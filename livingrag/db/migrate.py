@@ -78,7 +78,7 @@ def _run(db: Database, fn: str, revision: str) -> None:
             conn.execute(text("RESET statement_timeout"))
             conn.commit()
     # Connections opened before the migration may hold stale type info (the vector type).
-    db.app_engine.dispose()
+    db.dispose_app_pools()
 
 
 def upgrade(db: Database, revision: str = "head") -> None:
