@@ -27,11 +27,19 @@ from livingrag.experience.grounding import (
     passes_grounding,
 )
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
-from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores, top_k
+from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores, retrieval_scores_flat, top_k
 from livingrag.experience.novelty import is_novel, novelty_score
 from livingrag.experience.scaffold import scaffold_scores, select_scaffold
 from livingrag.experience.sentences import split_sentences
-from livingrag.experience.similarity import dense_cosines, sparse_cosine, sparse_dot, sparse_norm, unit_sparse
+from livingrag.experience.similarity import (
+    dense_cosines,
+    sparse_cosine,
+    sparse_cosines,
+    sparse_cosines_flat,
+    sparse_dot,
+    sparse_norm,
+    unit_sparse,
+)
 from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import DATE, ENT, NUM, QUOTE, guess_mentions, mask, mask_scaffold
 
@@ -45,6 +53,21 @@ def test_sparse_cosine_by_hand() -> None:
     assert sparse_cosine(a, b) == pytest.approx(3.0 / (5.0 * math.sqrt(5.0)))
     assert sparse_cosine(a, {}) == 0.0 and sparse_cosine({}, {}) == 0.0
     assert unit_sparse(a) == {1: 0.6, 2: 0.8}
+
+
+def test_sparse_cosines_flat_by_hand() -> None:
+    """Maps concatenated with their lengths: {1: 3, 2: 4}, {} and {5: 2} against base {1: 1, 5: 1}."""
+    base = {1: 1.0, 5: 1.0}
+    ids, w, lengths = np.array([1, 2, 5]), np.array([3.0, 4.0, 2.0]), np.array([2, 0, 1])
+    got = sparse_cosines_flat(base, ids, w, lengths)
+    # 3 / (5 * sqrt 2), 0 (empty map), 2 / (2 * sqrt 2)
+    assert got == pytest.approx([3 / (5 * math.sqrt(2)), 0.0, 1 / math.sqrt(2)])
+    per_row = sparse_cosines(base, [ids[:2], ids[2:2], ids[2:]], [w[:2], w[2:2], w[2:]])
+    assert per_row == pytest.approx(got)
+    assert sparse_cosines_flat({}, ids, w, lengths).tolist() == [0.0, 0.0, 0.0]
+    assert sparse_cosines_flat(base, ids[:0], w[:0], np.zeros(0)).shape == (0,)
+    with pytest.raises(ValueError, match="lengths summing to 2"):
+        sparse_cosines_flat(base, ids, w, np.array([1, 1]))
 
 
 def test_dense_cosines_by_hand() -> None:
@@ -67,6 +90,9 @@ def test_eq7_retrieval_scores_by_hand() -> None:
     assert s.combined == pytest.approx([1.0, 0.3])
     s = retrieval_scores(q, v, base, maps, alpha=0.2)
     assert s.combined == pytest.approx([1.0, 0.8 * 0.6])
+    # the same with the maps concatenated, as preselection decodes them
+    flat = retrieval_scores_flat(q, v, base, np.array([1, 1, 2]), np.array([1.0, 3.0, 4.0]), np.array([1, 2]), 0.2)
+    assert flat.combined == pytest.approx([1.0, 0.8 * 0.6]) and flat.activation == pytest.approx([1.0, 0.6])
 
 
 def test_eq7_top_k_is_deterministic_on_ties() -> None:

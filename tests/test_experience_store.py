@@ -654,6 +654,13 @@ def test_decode_candidates_by_hand() -> None:
     assert got[0].embedding.dtype == np.float32
     assert [c.activation for c in got] == [{7: 0.5, 9: 0.25}, {}, {1: 1.0}]
     assert got[0].query_template == "T5" and got[1].query_template is None and got[2].summary == "s8"
+    # the flat arrays rescoring reads: one embedding matrix, the maps concatenated with their lengths
+    np.testing.assert_array_equal(got.embeddings, [[1.0, -2.5], [0.0, 4.0], [0.5, 0.5]])
+    assert got.entity_ids.tolist() == [7, 9, 1] and got.weights.tolist() == [0.5, 0.25, 1.0]
+    assert got.lengths.tolist() == [2, 0, 1]
+    again = repo.Candidates(list(got))  # gathered from rows alone: the same arrays
+    np.testing.assert_array_equal(again.embeddings, got.embeddings)
+    assert again.entity_ids.tolist() == [7, 9, 1] and again.lengths.tolist() == [2, 0, 1]
     assert repo.decode_candidates([], 2) == []
     with pytest.raises(ValueError, match="not all 3-dimensional"):
         repo.decode_candidates(rows, 3)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livingrag.experience.similarity import SparseVector, dense_cosines, pack, sparse_cosines
+from livingrag.experience.similarity import SparseVector, dense_cosines, pack, sparse_cosines_flat
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,33 @@ def retrieval_scores_packed(
     alpha: float,
 ) -> Scores:
     """Eq. 7 with each candidate's map given as entity-id and weight arrays."""
+    n = len(entity_ids)
+    lengths = np.fromiter((len(x) for x in entity_ids), dtype=np.int64, count=n)
+    flat_ids = np.concatenate(entity_ids) if n else np.zeros(0, dtype=np.int64)
+    flat_w = np.concatenate(weights) if n else np.zeros(0)
+    return retrieval_scores_flat(query_embedding, embeddings, base_activation, flat_ids, flat_w, lengths, alpha)
+
+
+def retrieval_scores_flat(
+    query_embedding: np.ndarray,
+    embeddings: np.ndarray,
+    base_activation: SparseVector,
+    entity_ids: np.ndarray,
+    weights: np.ndarray,
+    lengths: np.ndarray,
+    alpha: float,
+) -> Scores:
+    """Eq. 7, ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``, with the candidates'
+    maps concatenated (candidate ``k`` owns the next ``lengths[k]`` id/weight pairs), as
+    preselection decodes them: no per-candidate arrays to gather."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    n = len(entity_ids)
+    n = len(lengths)
     emb = np.asarray(embeddings, dtype=np.float64).reshape(n, -1) if n else np.zeros((0, 1))
     if emb.shape[0] != n:
         raise ValueError(f"{emb.shape[0]} embeddings for {n} activation maps")
     e = dense_cosines(query_embedding, emb) if n else np.zeros(0)
-    a = sparse_cosines(base_activation, entity_ids, weights)
+    a = sparse_cosines_flat(base_activation, entity_ids, weights, lengths)
     return Scores(combined=alpha * e + (1.0 - alpha) * a, embedding=e, activation=a)
 
 

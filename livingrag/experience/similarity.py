@@ -69,15 +69,26 @@ def sparse_cosines(base: SparseVector, ids: Sequence[np.ndarray], weights: Seque
     if n == 0:
         return np.zeros(0)
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
-    if lengths.sum() == 0:
+    return sparse_cosines_flat(base, np.concatenate(ids), np.concatenate(weights), lengths)
+
+
+def sparse_cosines_flat(base: SparseVector, ids: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`sparse_cosines` with the vectors concatenated: vector ``k`` is the ``lengths[k]``
+    (id, weight) pairs after those of vectors ``0..k-1``. ``cos(base, a_k) = sum_e base[e] a_k[e]
+    / (|base| |a_k|)``, 0 where either norm is 0."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = len(lengths)
+    if n == 0:
+        return np.zeros(0)
+    all_ids = np.asarray(ids).astype(np.int64, copy=False)
+    all_w = np.asarray(weights).astype(np.float64, copy=False)
+    if all_ids.shape != all_w.shape or all_ids.shape[0] != int(lengths.sum()):
+        raise ValueError(f"{all_ids.shape[0]} ids and {all_w.shape[0]} weights for lengths summing to {lengths.sum()}")
+    bn = sparse_norm(base)
+    if all_ids.shape[0] == 0 or bn == 0.0:
         return np.zeros(n)
-    all_ids = np.concatenate(ids).astype(np.int64, copy=False)
-    all_w = np.concatenate(weights).astype(np.float64, copy=False)
     rows = np.repeat(np.arange(n), lengths)
     norms = np.sqrt(np.bincount(rows, weights=all_w * all_w, minlength=n))
-    bn = sparse_norm(base)
-    if bn == 0.0:
-        return np.zeros(n)
     b_ids, b_w = pack(base)
     order = np.argsort(b_ids)
     b_ids, b_w = b_ids[order], b_w[order]

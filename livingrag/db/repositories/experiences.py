@@ -27,7 +27,6 @@ experience once, at its best rank.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -264,28 +263,71 @@ def _preselect_driver_sql(
     return str(sql.compile(dialect=pg_psycopg.dialect()))
 
 
-def decode_candidates(rows: Sequence[Sequence[Any]], dim: int) -> list[CandidateRow]:
-    """Rows of the preselection statement as :class:`CandidateRow` objects. The embeddings come in
+class Candidates(list[CandidateRow]):
+    """Preselected experiences, best channel rank first: a list of :class:`CandidateRow`, which
+    also keeps what rescoring needs as the flat arrays it was decoded into, so that eq. 7 over all
+    candidates is a few numpy calls with nothing to gather per row: ``embeddings`` (n x dim
+    float32; row ``k`` is candidate ``k``'s), ``entity_ids`` and ``weights`` (every map
+    concatenated) and ``lengths`` (candidate ``k`` owns the next ``lengths[k]`` pairs)."""
+
+    def __init__(
+        self,
+        rows: Sequence[CandidateRow] = (),
+        *,
+        embeddings: np.ndarray | None = None,
+        entity_ids: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        lengths: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(rows)
+        n = len(self)
+        self.embeddings: np.ndarray = (
+            embeddings
+            if embeddings is not None
+            else (np.stack([r.embedding for r in rows]) if n else np.zeros((0, 0), dtype=np.float32))
+        )
+        self.entity_ids: np.ndarray = (
+            entity_ids
+            if entity_ids is not None
+            else (np.concatenate([r.entity_ids for r in rows]) if n else np.zeros(0, dtype=np.int64))
+        )
+        self.weights: np.ndarray = (
+            weights if weights is not None else (np.concatenate([r.weights for r in rows]) if n else np.zeros(0))
+        )
+        self.lengths: np.ndarray = (
+            lengths if lengths is not None else np.fromiter((len(r.entity_ids) for r in rows), dtype=np.int64, count=n)
+        )
+
+
+def decode_candidates(rows: Sequence[Sequence[Any]], dim: int) -> Candidates:
+    """Rows of the preselection statement as :class:`Candidates`. The embeddings come in
     pgvector's binary form (``vector_send``: int16 dim, int16 unused, dim big-endian float4) and the
     activation maps packed (migration 0003): parsing 64 text vectors or jsonb maps would cost
     milliseconds; both are decoded here in one numpy call each, not per row."""
     if not rows:
-        return []
+        return Candidates()
     vec = np.dtype([("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))])
-    raw_vecs = b"".join(bytes(r[3]) for r in rows)
+    raw_vecs = b"".join([r[3] for r in rows])
     if len(raw_vecs) != vec.itemsize * len(rows):
         raise ValueError(f"preselection returned embeddings that are not all {dim}-dimensional")
     embeddings = np.frombuffer(raw_vecs, dtype=vec)["v"].astype(np.float32)
-    packed = [bytes(r[4]) if r[4] else b"" for r in rows]
+    packed = [r[4] or b"" for r in rows]
     pairs = np.frombuffer(b"".join(packed), dtype=_PACKED)
-    ends = list(itertools.accumulate(len(x) // _PACKED.itemsize for x in packed))
+    lengths = np.fromiter(map(len, packed), dtype=np.int64, count=len(packed)) // _PACKED.itemsize
+    ends = np.cumsum(lengths).tolist()
     all_ids, all_ws = pairs["e"].astype(np.int64), pairs["w"].astype(np.float64)
-    return [
-        CandidateRow(
-            int(r[0]), r[1], r[2], emb, all_ids[start:end], all_ws[start:end], float(r[5]), r[6], r[7], int(r[8])
-        )
-        for r, emb, start, end in zip(rows, embeddings, [0, *ends[:-1]], ends, strict=True)
-    ]
+    return Candidates(
+        [
+            CandidateRow(
+                int(r[0]), r[1], r[2], emb, all_ids[start:end], all_ws[start:end], float(r[5]), r[6], r[7], int(r[8])
+            )
+            for r, emb, start, end in zip(rows, embeddings, [0, *ends[:-1]], ends, strict=True)
+        ],
+        embeddings=embeddings,
+        entity_ids=all_ids,
+        weights=all_ws,
+        lengths=lengths,
+    )
 
 
 def preselect(
@@ -302,7 +344,7 @@ def preselect(
     alpha: float = 0.5,
     entity_hits: int | None = None,
     scan_configured: bool = False,
-) -> list[CandidateRow]:
+) -> Candidates:
     """The union of the embedding channel (its ``ceil(m / 2)`` nearest) and the entity channel
     (its ``m`` best): at most ``m`` active experiences (not stale, not expired at ``now``) of this
     tenant and corpus, best channel rank first. The entity channel takes the ``entity_hits``
@@ -314,7 +356,7 @@ def preselect(
     matching uses :func:`preselect_read`."""
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
-        return []
+        return Candidates()
     if not scan_configured:  # else the session set vector_scan_settings(ef_search) itself
         configure_vector_scan(session, ef_search=ef_search)
     params = _preselect_params(embedding=embedding, seeds=seeds, now=now, alpha=alpha)
@@ -336,13 +378,13 @@ def preselect_read(
     ef_search: int = 40,
     alpha: float = 0.5,
     entity_hits: int | None = None,
-) -> list[CandidateRow]:
+) -> Candidates:
     """:func:`preselect` as a transaction of its own, sent in one round trip with a prepared
     generic plan and binary rows (:meth:`Database.tenant_read`, :func:`preselect_settings`): the
     same statement and the same candidates, for matching, where it is the whole transaction."""
     dim = _dim_sql(int(np.asarray(embedding).shape[0]))
     if m < 1:
-        return []
+        return Candidates()
     params = _preselect_params(embedding=embedding, seeds=seeds, now=now, alpha=alpha)
     sql = _preselect_driver_sql(dim, *_limits(m, entity_hits, rows_per_entity), tenant_id, corpus_id)
     rows = db.tenant_read(tenant_id, sql, params, local_settings=preselect_settings(ef_search))
