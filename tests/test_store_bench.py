@@ -31,6 +31,8 @@ def test_store_bench_on_a_small_store(pg_server_url: str) -> None:
     assert report["race_stored"] == 1
     assert report["writes_stored"] == 8
     assert report["match_ms_p50"] > 0 and report["preselect_ms_p50"] > 0
+    assert report["match_client_cpu_ms"] > 0  # means over the timed loop
+    assert report["match_server_cpu_ms"] is None or report["match_server_cpu_ms"] >= 0
     assert report["scope_indexes"] == 2 and report["scope_index_build_s"] >= 0  # one per tenant's corpus
     assert any("loading 600 experiences" in line for line in lines)
     assert "match" in format_report(report)
