@@ -27,7 +27,13 @@ from livingrag.experience.grounding import (
     passes_grounding,
 )
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
-from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores, retrieval_scores_flat, top_k
+from livingrag.experience.matching import (
+    apply_decay,
+    decay_factors,
+    retrieval_scores,
+    retrieval_scores_from_cosines,
+    top_k,
+)
 from livingrag.experience.novelty import is_novel, novelty_score
 from livingrag.experience.scaffold import scaffold_scores, select_scaffold
 from livingrag.experience.sentences import split_sentences
@@ -90,9 +96,15 @@ def test_eq7_retrieval_scores_by_hand() -> None:
     assert s.combined == pytest.approx([1.0, 0.3])
     s = retrieval_scores(q, v, base, maps, alpha=0.2)
     assert s.combined == pytest.approx([1.0, 0.8 * 0.6])
-    # the same with the maps concatenated, as preselection decodes them
-    flat = retrieval_scores_flat(q, v, base, np.array([1, 1, 2]), np.array([1.0, 3.0, 4.0]), np.array([1, 2]), 0.2)
+    # the same from the embedding cosines and the maps concatenated, as preselection returns them
+    flat = retrieval_scores_from_cosines(
+        np.array([1.0, 0.0]), base, np.array([1, 1, 2]), np.array([1.0, 3.0, 4.0]), np.array([1, 2]), 0.2
+    )
     assert flat.combined == pytest.approx([1.0, 0.8 * 0.6]) and flat.activation == pytest.approx([1.0, 0.6])
+    with pytest.raises(ValueError, match="1 embedding cosines for 2 activation maps"):
+        retrieval_scores_from_cosines(np.array([1.0]), base, np.array([1, 1, 2]), np.ones(3), np.array([1, 2]), 0.2)
+    with pytest.raises(ValueError, match="alpha must lie in"):
+        retrieval_scores_from_cosines(np.array([1.0, 0.0]), base, np.array([1, 1, 2]), np.ones(3), np.array([1, 2]), 2)
 
 
 def test_eq7_top_k_is_deterministic_on_ties() -> None:

@@ -178,6 +178,8 @@ def test_match_scores_weights_and_fusion_by_hand(db: Database, tenant: int) -> N
     s2 = 0.4
     assert [t.id for t in m.top] == [e1.experience_id, e2.experience_id]
     assert [t.score for t in m.top] == pytest.approx([s1, s2])
+    # the embedding term, computed by the server on the stored float32 vectors: exact cosines
+    assert [t.embedding_similarity for t in m.top] == pytest.approx([0.6, 0.8], abs=1e-6)
     # eq. 9-10 (confidences are 1)
     z = math.exp(s1 / 0.1) + math.exp(s2 / 0.1)
     w1, w2 = math.exp(s1 / 0.1) / z, math.exp(s2 / 0.1) / z
@@ -625,42 +627,36 @@ def test_matching_read_returns_what_the_in_transaction_preselection_returns(db: 
         assert [r.id for r in alone] == [r.id for r in inside] and len(alone) == 6
         for a, b in zip(alone, inside, strict=True):
             assert a.channel_rank == b.channel_rank and a.summary == b.summary and a.created_at == b.created_at
-            np.testing.assert_array_equal(a.embedding, b.embedding)
+            assert a.embedding_cosine == b.embedding_cosine
             assert a.activation == b.activation and a.confidence == b.confidence
     assert repo.preselect_read(db, **{**args, "m": 0}) == []
 
 
 def test_decode_candidates_by_hand() -> None:
-    """Rows as the preselection statement returns them: pgvector's binary vector (int16 dim, int16
-    unused, big-endian float4) and the packed map (big-endian int8 id, float8 weight pairs)."""
+    """Rows as the preselection statement returns them: the embedding's cosine with the query (NaN
+    for a zero embedding, scored 0) and the packed map (big-endian int8 id, float8 weight pairs)."""
     import struct
     from datetime import UTC, datetime
-
-    def vec(*xs: float) -> bytes:
-        return struct.pack(f">hh{len(xs)}f", len(xs), 0, *xs)
 
     def packed(*pairs: tuple[int, float]) -> bytes:
         return b"".join(struct.pack(">qd", e, w) for e, w in pairs)
 
     t = datetime(2026, 1, 2, tzinfo=UTC)
     rows = [
-        (5, "q5", "T5", vec(1.0, -2.5), packed((7, 0.5), (9, 0.25)), 0.75, t, "s5", 1),
-        (3, "q3", None, vec(0.0, 4.0), None, 1.0, t, "s3", 2),  # an empty map
-        (8, "q8", "T8", memoryview(vec(0.5, 0.5)), packed((1, 1.0)), 0.5, t, "s8", 2),
+        (5, "q5", "T5", 0.75, packed((7, 0.5), (9, 0.25)), 0.75, t, "s5", 1),
+        (3, "q3", None, float("nan"), None, 1.0, t, "s3", 2),  # a zero embedding, an empty map
+        (8, "q8", "T8", -0.5, memoryview(packed((1, 1.0))), 0.5, t, "s8", 2),
     ]
-    got = repo.decode_candidates(rows, 2)
+    got = repo.decode_candidates(rows)
     assert [c.id for c in got] == [5, 3, 8] and [c.channel_rank for c in got] == [1, 2, 2]
-    np.testing.assert_array_equal(np.stack([c.embedding for c in got]), [[1.0, -2.5], [0.0, 4.0], [0.5, 0.5]])
-    assert got[0].embedding.dtype == np.float32
+    assert [c.embedding_cosine for c in got] == [0.75, 0.0, -0.5]
     assert [c.activation for c in got] == [{7: 0.5, 9: 0.25}, {}, {1: 1.0}]
     assert got[0].query_template == "T5" and got[1].query_template is None and got[2].summary == "s8"
-    # the flat arrays rescoring reads: one embedding matrix, the maps concatenated with their lengths
-    np.testing.assert_array_equal(got.embeddings, [[1.0, -2.5], [0.0, 4.0], [0.5, 0.5]])
+    # the flat arrays rescoring reads: the cosines, the maps concatenated with their lengths
+    assert got.embedding_cosines.tolist() == [0.75, 0.0, -0.5]
     assert got.entity_ids.tolist() == [7, 9, 1] and got.weights.tolist() == [0.5, 0.25, 1.0]
     assert got.lengths.tolist() == [2, 0, 1]
     again = repo.Candidates(list(got))  # gathered from rows alone: the same arrays
-    np.testing.assert_array_equal(again.embeddings, got.embeddings)
+    assert again.embedding_cosines.tolist() == [0.75, 0.0, -0.5]
     assert again.entity_ids.tolist() == [7, 9, 1] and again.lengths.tolist() == [2, 0, 1]
-    assert repo.decode_candidates([], 2) == []
-    with pytest.raises(ValueError, match="not all 3-dimensional"):
-        repo.decode_candidates(rows, 3)
+    assert repo.decode_candidates([]) == []

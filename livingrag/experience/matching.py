@@ -31,48 +31,37 @@ def retrieval_scores(
     maps: Sequence[SparseVector],
     alpha: float,
 ) -> Scores:
-    """Eq. 7 for every candidate: ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``."""
+    """Eq. 7 for every candidate: ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``, from
+    the embeddings themselves (see :func:`retrieval_scores_from_cosines` for the matching path)."""
+    n = len(maps)
     packed = [pack(m) for m in maps]
-    return retrieval_scores_packed(
-        query_embedding, embeddings, base_activation, [p[0] for p in packed], [p[1] for p in packed], alpha
-    )
+    lengths = np.fromiter((len(ids) for ids, _ in packed), dtype=np.int64, count=n)
+    flat_ids = np.concatenate([ids for ids, _ in packed]) if n else np.zeros(0, dtype=np.int64)
+    flat_w = np.concatenate([w for _, w in packed]) if n else np.zeros(0)
+    emb = np.asarray(embeddings, dtype=np.float64).reshape(n, -1) if n else np.zeros((0, 1))
+    if emb.shape[0] != n:
+        raise ValueError(f"{emb.shape[0]} embeddings for {n} activation maps")
+    e = dense_cosines(query_embedding, emb) if n else np.zeros(0)
+    return retrieval_scores_from_cosines(e, base_activation, flat_ids, flat_w, lengths, alpha)
 
 
-def retrieval_scores_packed(
-    query_embedding: np.ndarray,
-    embeddings: np.ndarray,
-    base_activation: SparseVector,
-    entity_ids: Sequence[np.ndarray],
-    weights: Sequence[np.ndarray],
-    alpha: float,
-) -> Scores:
-    """Eq. 7 with each candidate's map given as entity-id and weight arrays."""
-    n = len(entity_ids)
-    lengths = np.fromiter((len(x) for x in entity_ids), dtype=np.int64, count=n)
-    flat_ids = np.concatenate(entity_ids) if n else np.zeros(0, dtype=np.int64)
-    flat_w = np.concatenate(weights) if n else np.zeros(0)
-    return retrieval_scores_flat(query_embedding, embeddings, base_activation, flat_ids, flat_w, lengths, alpha)
-
-
-def retrieval_scores_flat(
-    query_embedding: np.ndarray,
-    embeddings: np.ndarray,
+def retrieval_scores_from_cosines(
+    embedding_cosines: np.ndarray,
     base_activation: SparseVector,
     entity_ids: np.ndarray,
     weights: np.ndarray,
     lengths: np.ndarray,
     alpha: float,
 ) -> Scores:
-    """Eq. 7, ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``, with the candidates'
-    maps concatenated (candidate ``k`` owns the next ``lengths[k]`` id/weight pairs), as
-    preselection decodes them: no per-candidate arrays to gather."""
+    """Eq. 7, ``alpha * cos(q, v_k) + (1 - alpha) * cos(a_base, a~_k)``, given the embedding
+    cosines ``cos(q, v_k)`` (as preselection returns them) and the candidates' maps concatenated
+    (candidate ``k`` owns the next ``lengths[k]`` id/weight pairs): no per-candidate arrays to
+    gather."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    n = len(lengths)
-    emb = np.asarray(embeddings, dtype=np.float64).reshape(n, -1) if n else np.zeros((0, 1))
-    if emb.shape[0] != n:
-        raise ValueError(f"{emb.shape[0]} embeddings for {n} activation maps")
-    e = dense_cosines(query_embedding, emb) if n else np.zeros(0)
+    e = np.asarray(embedding_cosines, dtype=np.float64)
+    if e.shape != (len(lengths),):
+        raise ValueError(f"{e.shape[0] if e.ndim else 0} embedding cosines for {len(lengths)} activation maps")
     a = sparse_cosines_flat(base_activation, entity_ids, weights, lengths)
     return Scores(combined=alpha * e + (1.0 - alpha) * a, embedding=e, activation=a)
 

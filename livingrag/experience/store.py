@@ -39,7 +39,7 @@ from livingrag.experience.answer_form import check_answer_form
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
-from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_flat, top_k
+from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_from_cosines, top_k
 from livingrag.experience.novelty import is_novel, novelty_score
 from livingrag.experience.scaffold import scaffold_scores, select_scaffold
 from livingrag.experience.sparsify import sparsify, validate_activation
@@ -225,8 +225,8 @@ class ExperienceStore:
 
         t1 = time.perf_counter()
         ids = [r.id for r in rows]
-        sc = retrieval_scores_flat(
-            emb, rows.embeddings, base, rows.entity_ids, rows.weights, rows.lengths, self.exp.alpha
+        sc = retrieval_scores_from_cosines(
+            rows.embedding_cosines, base, rows.entity_ids, rows.weights, rows.lengths, self.exp.alpha
         )
         scores = sc.combined
         if self.exp.decay_half_life_days is not None:
@@ -410,8 +410,8 @@ class ExperienceStore:
         rows = self._preselect(session, c.tenant_id, c.corpus_id, c.emb, c.base)
         if not rows:
             return 1.0, None
-        eta = retrieval_scores_flat(
-            c.emb, rows.embeddings, c.base, rows.entity_ids, rows.weights, rows.lengths, self.exp.alpha
+        eta = retrieval_scores_from_cosines(
+            rows.embedding_cosines, c.base, rows.entity_ids, rows.weights, rows.lengths, self.exp.alpha
         ).combined
         best = int(np.argmax(eta))
         return novelty_score(eta), rows[best].id
