@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livingrag.experience.similarity import SparseVector, dense_cosines, pack, sparse_cosines_flat
+from livingrag.experience.similarity import SparseVector, concat_sparse, dense_cosines, pack, sparse_cosines_flat
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,7 @@ def retrieval_scores(
     the embeddings themselves (see :func:`retrieval_scores_from_cosines` for the matching path)."""
     n = len(maps)
     packed = [pack(m) for m in maps]
-    lengths = np.fromiter((len(ids) for ids, _ in packed), dtype=np.int64, count=n)
-    flat_ids = np.concatenate([ids for ids, _ in packed]) if n else np.zeros(0, dtype=np.int64)
-    flat_w = np.concatenate([w for _, w in packed]) if n else np.zeros(0)
+    flat_ids, flat_w, lengths = concat_sparse([ids for ids, _ in packed], [w for _, w in packed])
     emb = np.asarray(embeddings, dtype=np.float64).reshape(n, -1) if n else np.zeros((0, 1))
     if emb.shape[0] != n:
         raise ValueError(f"{emb.shape[0]} embeddings for {n} activation maps")

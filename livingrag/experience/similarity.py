@@ -62,14 +62,23 @@ def pack(activation: SparseVector) -> tuple[np.ndarray, np.ndarray]:
     return ids, w
 
 
+def concat_sparse(
+    ids: Sequence[np.ndarray], weights: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Many sparse vectors (id and weight arrays each) as one ``(ids, weights, lengths)`` triple:
+    vector ``k`` is the ``lengths[k]`` pairs after those of vectors ``0..k-1`` (the form of
+    :func:`sparse_cosines_flat`)."""
+    n = len(ids)
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), lengths
+    return np.concatenate(ids), np.concatenate(weights), lengths
+
+
 def sparse_cosines(base: SparseVector, ids: Sequence[np.ndarray], weights: Sequence[np.ndarray]) -> np.ndarray:
     """``cos(base, a_k)`` for many sparse vectors given as id/weight arrays (vectorised
     :func:`sparse_cosine`; an empty or all-zero vector on either side scores 0)."""
-    n = len(ids)
-    if n == 0:
-        return np.zeros(0)
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
-    return sparse_cosines_flat(base, np.concatenate(ids), np.concatenate(weights), lengths)
+    return sparse_cosines_flat(base, *concat_sparse(ids, weights))
 
 
 def sparse_cosines_flat(base: SparseVector, ids: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 
 from livingrag.db.engine import local_settings_statement
 from livingrag.errors import InvalidInput, NotFound
+from livingrag.experience.similarity import concat_sparse
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
@@ -283,23 +284,14 @@ class Candidates(list[CandidateRow]):
         lengths: np.ndarray | None = None,
     ) -> None:
         super().__init__(rows)
-        n = len(self)
-        self.embedding_cosines: np.ndarray = (
-            embedding_cosines
-            if embedding_cosines is not None
-            else np.fromiter((r.embedding_cosine for r in rows), dtype=np.float64, count=n)
-        )
-        self.entity_ids: np.ndarray = (
-            entity_ids
-            if entity_ids is not None
-            else (np.concatenate([r.entity_ids for r in rows]) if n else np.zeros(0, dtype=np.int64))
-        )
-        self.weights: np.ndarray = (
-            weights if weights is not None else (np.concatenate([r.weights for r in rows]) if n else np.zeros(0))
-        )
-        self.lengths: np.ndarray = (
-            lengths if lengths is not None else np.fromiter((len(r.entity_ids) for r in rows), dtype=np.int64, count=n)
-        )
+        if embedding_cosines is None:  # from the rows alone: gather the arrays once
+            embedding_cosines = np.fromiter((r.embedding_cosine for r in rows), dtype=np.float64, count=len(rows))
+        if entity_ids is None or weights is None or lengths is None:
+            entity_ids, weights, lengths = concat_sparse([r.entity_ids for r in rows], [r.weights for r in rows])
+        self.embedding_cosines: np.ndarray = embedding_cosines
+        self.entity_ids: np.ndarray = entity_ids
+        self.weights: np.ndarray = weights
+        self.lengths: np.ndarray = lengths
 
 
 def decode_candidates(rows: Sequence[Sequence[Any]]) -> Candidates:
