@@ -49,6 +49,15 @@ def _load_models(svc: Services) -> None:
     except Exception as exc:
         log.error("could not load the models: %s", exc)
         svc.models_error = f"models failed to load: {type(exc).__name__}: {exc}"
+        return
+    # A local answer model starts its process now rather than on the first question. A failure
+    # here is logged, not fatal: each question tries again and answers 503 while it fails.
+    load_llm = getattr(svc.rag.llm, "load", None)
+    if load_llm is not None:
+        try:
+            load_llm()
+        except Exception as exc:
+            log.error("the answer model could not start (questions answer 503 until it does): %s", exc)
 
 
 def _recover_writebacks(svc: Services) -> None:

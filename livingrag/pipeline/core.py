@@ -135,6 +135,7 @@ class LivingRAG:
         self.settings = settings
         self._own_db = db is None
         self.db = db if db is not None else Database(settings.db)
+        self._own_llm = llm is None
         if llm is None:
             from livingrag.generation.providers import build_llm
 
@@ -419,13 +420,17 @@ class LivingRAG:
         return self._worker.flush(timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Drain the write-back queue, then release retrievers and (if owned) the database."""
+        """Drain the write-back queue, then release retrievers and (if owned) the LLM (a local model's
+        process stops) and the database."""
         if self._closed:
             return
         self._closed = True
         self._worker.close(timeout)
         for r in self._retrievers.values():
             r.close()
+        close_llm = getattr(self.llm, "close", None)
+        if self._own_llm and close_llm is not None:
+            close_llm()
         if self._own_db:
             self.db.close()
 

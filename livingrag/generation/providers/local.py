@@ -1,32 +1,55 @@
-"""The offline default: a small GGUF model run in-process on the CPU with llama-cpp-python.
+"""The offline default: a small GGUF model run with llama.cpp in a supervised child process.
 
-One model instance per :class:`LocalLLM`; a lock serialises calls (llama.cpp contexts are not
-thread-safe, and on a small machine parallel calls would only fight over the cores), so
-``settings.concurrency`` does not apply here. The model loads lazily on the first call, or
-eagerly with :meth:`LocalLLM.load`. Prompt and completion tokens are counted by llama.cpp with the
-model's own tokenizer over the chat-templated prompt (``Completion.usage_source == "tokenizer"``).
-Generation stops at ``settings.timeout_s`` (checked before each new token; the prompt's own
-evaluation cannot be interrupted) and raises LLMTimeout.
+llama.cpp is native code: a crash inside it (a segmentation fault, an illegal instruction on a CPU
+it was not built for, the out-of-memory killer) ends the process it runs in. So the model runs in a
+child process (:mod:`~livingrag.generation.providers.llama_child`), an OpenAI-compatible HTTP server
+on loopback, and :class:`LocalLLM` talks to it through the same client as any OpenAI-compatible
+server (:class:`~livingrag.generation.providers.openai_provider.OpenAICompatibleLLM`), token
+accounting included. When the child dies under a request, that request raises
+:class:`~livingrag.errors.LLMUnavailable` naming how it ended (``SIGSEGV (segmentation fault)``)
+and the next call starts a new child; the caller (a CLI command, the HTTP service, a stream
+evaluation) goes on.
+
+One child per :class:`LocalLLM`; a lock serialises calls (the model runs one generation at a time,
+and on a small machine parallel calls would only fight over the cores), so ``settings.concurrency``
+does not apply here. The child starts lazily on the first call, or eagerly with :meth:`LocalLLM.load`.
+Prompt and completion tokens are counted by llama.cpp with the model's own tokenizer over the
+chat-templated prompt (``Completion.usage_source == "tokenizer"``). Generation stops at
+``settings.timeout_s`` (checked before each new token) and raises LLMTimeout; a child that does not
+answer within twice that (its prompt evaluation cannot be interrupted) is killed and restarted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import secrets
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+import httpx
+from pydantic import SecretStr
 
 from livingrag.config import LLMSettings
-from livingrag.errors import LLMError, LLMTimeout, ModelUnavailable
+from livingrag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelUnavailable
 from livingrag.generation.llm import Completion, Message
+from livingrag.generation.providers.child_process import ChildStartError, SupervisedChild
+from livingrag.generation.providers.cpu_support import cpu_refusal, read_cpu_flags
+from livingrag.generation.providers.llama_child import TOKEN_ENV
 from livingrag.generation.providers.local_models import resolve_model_path
+from livingrag.generation.providers.openai_provider import OpenAICompatibleLLM
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LocalLLM", "default_threads"]
+__all__ = ["CHILD_MODULE", "LocalLLM", "default_threads"]
+
+CHILD_MODULE = "livingrag.generation.providers.llama_child"
+START_TIMEOUT_S = 300.0
+"""How long a starting child may take to load its model before it is stopped."""
 
 
 def default_threads() -> int:
@@ -46,7 +69,10 @@ def default_threads() -> int:
 
 
 class LocalLLM:
-    """An :class:`~livingrag.generation.llm.LLM` running a GGUF model in this process."""
+    """An :class:`~livingrag.generation.llm.LLM` running a GGUF model in a supervised child process."""
+
+    supports_grammar = True
+    """``complete`` accepts ``grammar=`` (llama.cpp GBNF) to constrain the reply's form."""
 
     def __init__(self, settings: LLMSettings, *, models_dir: Path) -> None:
         self.settings = settings
@@ -54,104 +80,132 @@ class LocalLLM:
         self.threads = settings.threads or default_threads()
         self.name = f"local:{settings.model}"
         self.model_path: Path | None = None
-        self._llama: Any = None
-        self._formatter: Any = None
+        self.starts = 0
+        """Children started so far (a restart after a crash counts)."""
+        self.crashes = 0
+        """Children that died under a request or while starting."""
+        self.system_info: str | None = None
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
+        self._child: SupervisedChild | None = None
+        self._client: OpenAICompatibleLLM | None = None
+        self._token = ""
+        self._client_timeout_s = settings.timeout_s + max(30.0, settings.timeout_s)
 
-    supports_grammar = True
-    """``complete`` accepts ``grammar=`` (llama.cpp GBNF) to constrain the reply's form."""
+    # -- the child process ------------------------------------------------------------------------
 
-    # -- loading ---------------------------------------------------------------------------------
+    @property
+    def child_pid(self) -> int | None:
+        """The pid of the running model process, or None when none runs."""
+        child = self._child
+        return child.pid if child is not None and child.alive else None
 
     def load(self) -> LocalLLM:
-        """Assemble and verify the model file if needed, and load it; idempotent and thread-safe."""
+        """Start the model process (assembling and verifying the model file if needed); idempotent."""
         with self._lock:
-            self._load_locked()
+            self._ensure_locked()
         return self
 
-    def _load_locked(self) -> Any:
-        if self._llama is not None:
-            return self._llama
-        try:
-            import llama_cpp
-        except ImportError as err:
-            raise ModelUnavailable(
-                "provider=local needs llama-cpp-python (it builds from source: run scripts/install.sh, "
-                "or pip install llama-cpp-python); or set LIVINGRAG_LLM__PROVIDER=openai with a server URL"
-            ) from err
+    def _ensure_locked(self) -> OpenAICompatibleLLM:
+        if self._child is not None and self._client is not None and self._child.alive:
+            return self._client
+        if self._child is not None:
+            log.warning("%s; starting a new one", self._child.crash_report(wait_s=0.0))
+            self._discard_locked()
+        refusal = cpu_refusal(read_cpu_flags())
+        if refusal:
+            raise ModelUnavailable(f"local model {self.settings.model}: {refusal}")
         path, display = resolve_model_path(self.settings.model, self.models_dir)
+        token = secrets.token_urlsafe(32)
+        command = [
+            sys.executable,
+            "-m",
+            CHILD_MODULE,
+            "--model",
+            str(path),
+            "--name",
+            f"local:{display}",
+            "--threads",
+            str(self.threads),
+            "--context-tokens",
+            str(self.settings.context_tokens),
+            "--timeout-s",
+            repr(self.settings.timeout_s),
+            "--parent-pid",
+            str(os.getpid()),
+        ]
         started = time.perf_counter()
-        try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=self.settings.context_tokens,
-                n_threads=self.threads,
-                n_threads_batch=self.threads,
-                n_batch=512,
-                seed=0,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as err:
-            raise ModelUnavailable(f"llama.cpp could not load {path}: {err}") from err
-        self._formatter = self._chat_formatter(self._llama, path)
-        self.model_path = path
-        self.name = f"local:{display}"
-        log.info("loaded %s (%d threads) in %.1f s", path, self.threads, time.perf_counter() - started)
-        return self._llama
-
-    @staticmethod
-    def _chat_formatter(llama: Any, path: Path) -> Any:
-        """The model's own chat template (from the GGUF metadata) as a llama-cpp-python formatter."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ModelUnavailable(f"{path} has no chat template in its metadata (tokenizer.chat_template)")
-
-        def text_of(token: int) -> str:
-            return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
-
-        eos = llama.token_eos()
-        return Jinja2ChatFormatter(
-            template=template, eos_token=text_of(eos), bos_token=text_of(llama.token_bos()), stop_token_ids=[eos]
+        child = SupervisedChild(
+            command, env={**os.environ, TOKEN_ENV: token}, name=f"the local model process ({display})"
         )
+        self.starts += 1
+        try:
+            ready = child.wait_ready(START_TIMEOUT_S)
+        except ChildStartError as err:
+            if err.reported:
+                raise ModelUnavailable(f"local model {display}: {err}") from None
+            self.crashes += 1
+            raise LLMUnavailable(
+                f"{err} (model {path}); run `livingrag doctor` to check the runtime, or use a server: "
+                "LIVINGRAG_LLM__PROVIDER=openai with LIVINGRAG_LLM__BASE_URL"
+            ) from None
+        client_settings = self.settings.model_copy(
+            update={
+                "provider": "openai",
+                "base_url": f"http://127.0.0.1:{int(ready['port'])}/v1",
+                "api_key": SecretStr(token),
+                "model": f"local:{display}",
+                "max_retries": 0,
+                "concurrency": 1,
+                "timeout_s": self._client_timeout_s,
+            }
+        )
+        client = OpenAICompatibleLLM(
+            client_settings, server_label=f"the local model process (pid {child.pid})", trust_env=False
+        )
+        client.supports_grammar = True
+        self._child, self._client, self._token = child, client, token
+        self.model_path, self.name = path, f"local:{display}"
+        self.system_info = str(ready.get("system_info") or "")
+        log.info(
+            "started %s (pid %d, %d threads) in %.1f s",
+            path.name,
+            child.pid,
+            self.threads,
+            time.perf_counter() - started,
+        )
+        return client
+
+    def _discard_locked(self) -> None:
+        child, client = self._child, self._client
+        self._child = self._client = None
+        if client is not None:
+            client.close()
+        if child is not None:
+            child.stop()
 
     def close(self) -> None:
-        """Free the model (the next call loads it again)."""
+        """Stop the model process (the next call starts a new one)."""
         with self._lock:
-            llama, self._llama = self._llama, None
-        if llama is not None and hasattr(llama, "close"):
-            llama.close()
-
-    def _grammar_locked(self, text: str) -> Any:
-        """A compiled grammar, checked by llama.cpp's own parser first.
-
-        llama-cpp-python defers parsing to the first sampled token, and an invalid grammar then
-        crashes the process (a NULL sampler), so the grammar is parsed here once, up front.
-        """
-        import llama_cpp
-
-        if text not in self._grammars:
-            vocab = getattr(getattr(self._llama, "_model", None), "vocab", None)
-            if vocab is not None:
-                sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), b"root")
-                if not sampler:
-                    raise LLMError(
-                        "invalid output grammar for the local model (llama.cpp could not parse it; "
-                        "its message is on stderr)"
-                    )
-                llama_cpp.llama_sampler_free(sampler)
-            self._grammars[text] = llama_cpp.LlamaGrammar.from_string(text, verbose=False)
-        return self._grammars[text]
+            self._discard_locked()
 
     # -- token counting ----------------------------------------------------------------------------
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` with the model's tokenizer (no chat template, no special tokens)."""
         with self._lock:
-            llama = self._load_locked()
-            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+            client = self._ensure_locked()
+            try:
+                r = httpx.post(
+                    f"{client.base_url}/tokenize",
+                    json={"content": text},
+                    headers={"authorization": f"Bearer {self._token}"},
+                    timeout=self._client_timeout_s,
+                    trust_env=False,
+                )
+                r.raise_for_status()
+                return len(r.json()["tokens"])
+            except (httpx.HTTPError, ValueError, KeyError) as err:
+                raise self._failure_locked(err, "counting tokens") from err
 
     # -- generation --------------------------------------------------------------------------------
 
@@ -164,66 +218,48 @@ class LocalLLM:
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
     ) -> Completion:
-        """Generate a reply (greedy at temperature 0); raises LLMTimeout, LLMError or ModelUnavailable.
+        """Generate a reply (greedy at temperature 0); raises LLMTimeout, LLMError, LLMUnavailable or
+        ModelUnavailable.
 
         ``grammar`` (llama.cpp GBNF text) constrains the reply; an invalid grammar is an LLMError.
+        A crash of the model process under this call is an LLMUnavailable naming how it ended.
         """
-        import llama_cpp
-
-        limit = self.settings.max_tokens if max_tokens is None else max_tokens
-        temp = self.settings.temperature if temperature is None else temperature
-        timeout = self.settings.timeout_s
         with self._lock:
-            llama = self._load_locked()
-            compiled = self._grammar_locked(grammar) if grammar else None
+            client = self._ensure_locked()
             started = time.perf_counter()
-            deadline = started + timeout
-            timed_out = False
-
-            def past_deadline(_input_ids: Any, _logits: Any) -> bool:
-                nonlocal timed_out
-                timed_out = time.perf_counter() > deadline
-                return timed_out
-
-            # The chat template is applied here rather than by create_chat_completion, which takes no
-            # stopping criteria: the deadline check must end generation without forcing a token (a
-            # forced token can violate a grammar, which aborts llama.cpp).
             try:
-                chat = self._formatter(messages=[dict(m) for m in messages])
-                tokens = llama.tokenize(chat.prompt.encode("utf-8"), add_bos=not chat.added_special, special=True)
-                template_stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
-                criteria = llama_cpp.StoppingCriteriaList([past_deadline, *(chat.stopping_criteria or [])])
-                out = llama.create_completion(
-                    prompt=tokens,
-                    max_tokens=limit,
-                    temperature=temp,
-                    repeat_penalty=1.0,
-                    stop=[*(stop or []), *template_stop],
-                    seed=0,
-                    stopping_criteria=criteria,
-                    grammar=compiled,
+                c = client.complete(
+                    messages, max_tokens=max_tokens, temperature=temperature, stop=stop, grammar=grammar
                 )
-            except ValueError as err:  # e.g. "Requested tokens (5000) exceed context window of 4096"
-                raise LLMError(
-                    f"local model {self.settings.model}: {err} (shorten the prompt or raise "
-                    "LIVINGRAG_LLM__CONTEXT_TOKENS)"
-                ) from err
-            except RuntimeError as err:
-                raise LLMError(f"local model {self.settings.model} failed: {err}") from err
-            latency = time.perf_counter() - started
-        if timed_out:
-            raise LLMTimeout(
-                f"local model {self.settings.model} did not finish within {timeout:g} s "
-                f"(LIVINGRAG_LLM__TIMEOUT_S); {self.threads} threads"
-            )
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        return Completion(
-            text=choice.get("text") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            model=self.name,
-            latency_s=latency,
-            finish_reason=choice.get("finish_reason"),
-            usage_source="tokenizer",
+            except LLMTimeout:
+                if time.perf_counter() - started >= self._client_timeout_s * 0.9 and self._child is not None:
+                    self._child.kill()
+                    self._discard_locked()
+                    raise LLMTimeout(
+                        f"local model {self.settings.model} did not finish within {self.settings.timeout_s:g} s "
+                        "(LIVINGRAG_LLM__TIMEOUT_S) and its process stopped answering; it is restarted for the "
+                        "next question"
+                    ) from None
+                raise
+            except LLMError as err:
+                raise self._failure_locked(err, "answering") from err
+        return dataclasses.replace(c, model=self.name, usage_source="tokenizer")
+
+    def _failure_locked(self, err: Exception, doing: str) -> LLMError:
+        """The error to raise for ``err``: an LLMUnavailable naming the crash when the child died."""
+        child = self._child
+        if child is None:
+            return err if isinstance(err, LLMError) else LLMError(str(err))
+        # A dropped connection arrives before the exit status: give the process a moment to be reaped.
+        connection_lost = isinstance(err, LLMUnavailable | httpx.TransportError)
+        if child.returncode(wait_s=2.0 if connection_lost else 0.0) is None:
+            return err if isinstance(err, LLMError) else LLMError(f"the local model process failed {doing}: {err}")
+        self.crashes += 1
+        how = child.exit_description()
+        log.error("%s while %s", child.crash_report(wait_s=0.0), doing)
+        self._discard_locked()
+        return LLMUnavailable(
+            f"the local model process ({self.settings.model}, pid {child.pid}) ended with {how} while {doing}; "
+            "it is restarted for the next question (its last output is in the log; `livingrag doctor` checks "
+            "the runtime)"
         )

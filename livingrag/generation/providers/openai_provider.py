@@ -8,6 +8,12 @@ again, and retrying would multiply the wait): it raises :class:`~livingrag.error
 A semaphore bounds the requests in flight; it is released while a failed attempt waits for its
 retry. Token usage comes from the server's ``usage`` field; a server that omits it gets an
 estimate (about four characters per token) and ``Completion.usage_source == "estimate"``.
+
+An error reply whose ``error.type`` is ``timeout`` (the server stopped a generation at its own
+deadline, as the local model's process does) raises LLMTimeout too. A client whose
+``supports_grammar`` is true sends ``grammar`` (llama.cpp GBNF text) in the request body, which
+llama.cpp's server and the local model's process honour; the local provider
+(:mod:`~livingrag.generation.providers.local`) talks to its model process through this class.
 """
 
 from __future__ import annotations
@@ -65,6 +71,13 @@ def _server_message(err: openai.APIStatusError) -> str:
     return str(getattr(err, "message", "") or err)
 
 
+def _error_type(err: openai.APIStatusError) -> str | None:
+    body = getattr(err, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    kind = inner.get("type") if isinstance(inner, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 class OpenAICompatibleLLM:
     """An :class:`~livingrag.generation.llm.LLM` over an OpenAI-compatible HTTP API.
 
@@ -72,7 +85,18 @@ class OpenAICompatibleLLM:
     requests are in flight at once.
     """
 
-    def __init__(self, settings: LLMSettings, *, retry_backoff_s: float | None = None) -> None:
+    supports_grammar = False
+    """Whether ``complete`` sends ``grammar=`` to the server (set by the local provider)."""
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        retry_backoff_s: float | None = None,
+        server_label: str | None = None,
+        trust_env: bool = True,
+    ) -> None:
+        """``trust_env=False`` ignores proxy variables (HTTP_PROXY, ...): for a server on loopback."""
         key = settings.api_key.get_secret_value() if settings.api_key is not None else None
         key = key or os.environ.get("OPENAI_API_KEY") or None
         if not settings.base_url and key is None:
@@ -83,6 +107,8 @@ class OpenAICompatibleLLM:
         self.settings = settings
         self.model = settings.model
         self.base_url = settings.base_url or "https://api.openai.com/v1"
+        self.server_label = server_label or f"LLM server {self.base_url}"
+        """How messages name the server (the local provider names its model process)."""
         self.name = f"openai:{settings.model}"
         self.max_retries = settings.max_retries
         self.backoff_s = settings.retry_backoff_s if retry_backoff_s is None else retry_backoff_s
@@ -92,6 +118,7 @@ class OpenAICompatibleLLM:
             api_key=key or _PLACEHOLDER_KEY,
             timeout=settings.timeout_s,
             max_retries=0,
+            http_client=None if trust_env else openai.DefaultHttpxClient(trust_env=False),
         )
         self._warned_no_usage = False
 
@@ -117,8 +144,12 @@ class OpenAICompatibleLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
+        grammar: str | None = None,
     ) -> Completion:
-        """One chat completion; raises LLMTimeout, LLMUnavailable or LLMError (see the module docstring)."""
+        """One chat completion; raises LLMTimeout, LLMUnavailable or LLMError (see the module docstring).
+
+        ``grammar`` is sent only when :attr:`supports_grammar` is true (else ignored).
+        """
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
@@ -127,6 +158,8 @@ class OpenAICompatibleLLM:
         }
         if stop:
             request["stop"] = list(stop)
+        if grammar and self.supports_grammar:
+            request["extra_body"] = {"grammar": grammar}
         started = time.perf_counter()
         attempts = self.max_retries + 1
         last: Exception | None = None
@@ -138,21 +171,23 @@ class OpenAICompatibleLLM:
                 return self._completion(response, messages, started, attempt + 1)
             except openai.APITimeoutError as err:
                 raise LLMTimeout(
-                    f"LLM server {self.base_url} (model {self.model}) did not answer within "
+                    f"{self.server_label} (model {self.model}) did not answer within "
                     f"{self.settings.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)"
                 ) from err
             except openai.APIConnectionError as err:
                 last = err
-                what = f"could not connect to LLM server {self.base_url}: {err.__cause__ or err}"
+                what = f"could not connect to {self.server_label}: {err.__cause__ or err}"
             except openai.APIStatusError as err:
                 status = err.status_code
                 detail = _server_message(err)
+                if _error_type(err) == "timeout":
+                    raise LLMTimeout(f"{self.server_label} (model {self.model}): {detail}") from err
                 if status not in RETRYABLE_STATUS and status < 500:
                     raise LLMError(self._client_error(status, detail)) from err
                 last = err
-                what = f"LLM server {self.base_url} answered HTTP {status}: {detail}"
+                what = f"{self.server_label} answered HTTP {status}: {detail}"
             except openai.OpenAIError as err:  # malformed responses and the like
-                raise LLMError(f"LLM server {self.base_url} gave an unusable response: {err}") from err
+                raise LLMError(f"{self.server_label} gave an unusable response: {err}") from err
             if attempt + 1 < attempts:
                 delay = self._backoff(attempt, last)
                 log.warning("%s; retry %d of %d in %.2f s", what, attempt + 1, self.max_retries, delay)
@@ -167,12 +202,12 @@ class OpenAICompatibleLLM:
             404: f"no such model {self.model!r} or wrong base URL (LIVINGRAG_LLM__MODEL, LIVINGRAG_LLM__BASE_URL)",
             422: "the server could not process the request",
         }.get(status, "the server refused the request")
-        return f"LLM server {self.base_url} answered HTTP {status}: {hint}: {detail}"
+        return f"{self.server_label} answered HTTP {status}: {hint}: {detail}"
 
     def _completion(self, response: Any, messages: Sequence[Message], started: float, attempts: int) -> Completion:
         choices = getattr(response, "choices", None) or []
         if not choices:
-            raise LLMError(f"LLM server {self.base_url} returned no choices for model {self.model}")
+            raise LLMError(f"{self.server_label} returned no choices for model {self.model}")
         choice = choices[0]
         message = getattr(choice, "message", None)
         text = (getattr(message, "content", None) or "") if message is not None else ""
