@@ -137,3 +137,20 @@ def test_demo_json_with_the_loopback_llm(llm_env: None, server: OpenAICompatServ
     assert len(server.requests) == n_req + 4  # two questions, each through both systems
     assert sum(report["writeback"].values()) == 2  # one living write-back per question
     assert report["verifier"] == "offline"
+
+
+def test_demo_reports_a_failed_answer_and_goes_on(llm_env: None, server: OpenAICompatServer) -> None:
+    """An LLM failure (here HTTP 503 from the server, as a crashed local model reads) is reported in its
+    row; the other answers are still given and the demo exits 1 after the whole report."""
+    from livingrag.testing.openai_server import Step
+
+    server.script.append(Step(status=503, error_message="model process crashed"))  # the first question's linear
+    res = runner.invoke(app, ["demo", "--limit", "2", "--json"])
+    assert res.exit_code == 1, res.output
+    report = json.loads(res.stdout)
+    assert report["failed_answers"] == 1 and len(report["rows"]) == 2
+    first, second = report["rows"]
+    assert first["linear"] is None and first["linear_correct"] is False
+    assert "HTTP 503" in first["errors"]["linear"] and "model process crashed" in first["errors"]["linear"]
+    assert first["living"] is not None and second["linear"] is not None and second["errors"] == {}
+    assert "1 of 4 answers failed" in res.stderr

@@ -32,15 +32,20 @@ def demo(
         if as_json:
             return
         reuse = []
-        if r.living.fused_ids:
+        if r.living is not None and r.living.fused_ids:
             reuse.append("fused " + ",".join(f"#{e}" for e in r.living.fused_ids))
-        if r.living.scaffold_id is not None:
+        if r.living is not None and r.living.scaffold_id is not None:
             reuse.append(f"scaffold #{r.living.scaffold_id}")
         mark = {True: "[green]ok[/green]", False: "[red]x[/red]"}
+
+        def said(system: str) -> str:
+            text = r.text(system)
+            return repr(text) if text is not None else f"[red]failed: {r.errors.get(system, '?')}[/red]"
+
         console.print(
             f"[bold]{i + 1:>2}. {r.question}[/bold]  [dim](gold: {r.gold})[/dim]\n"
-            f"    linear {mark[r.linear_ok]} {r.linear.answer!r}\n"
-            f"    living {mark[r.living_ok]} {r.living.answer!r}"
+            f"    linear {mark[r.linear_ok]} {said('linear')}\n"
+            f"    living {mark[r.living_ok]} {said('living')}"
             + (f"  [cyan]{'; '.join(reuse)}[/cyan]" if reuse else "")
             + f"\n    [dim]write-back: {r.decision}"
             + (f" NS={r.novelty:.2f}" if r.novelty is not None else "")
@@ -52,6 +57,7 @@ def demo(
     report = run_demo(settings, limit=limit, on_row=row, on_status=status)
     if as_json:
         print_json(report.as_dict())
+        _exit_on_failures(report.failed_answers, len(report.rows))
         return
     n = len(report.rows)
     table = Table("system", "correct", "prompt tokens", "completion tokens", "LLM time", "overhead p50")
@@ -75,3 +81,15 @@ def demo(
         f"total {report.seconds:.1f} s[/dim]",
         highlight=False,
     )
+    _exit_on_failures(report.failed_answers, n)
+
+
+def _exit_on_failures(failed: int, questions: int) -> None:
+    """Exit 1 (after the whole report) when any answer failed: the demo went on, but did not succeed."""
+    if failed:
+        err_console.print(
+            f"[red]error:[/red] {failed} of {2 * questions} answers failed (see the rows above); the demo went on "
+            "without them. `livingrag doctor` checks the model runtime.",
+            highlight=False,
+        )
+        raise typer.Exit(1)

@@ -17,6 +17,7 @@ from livingrag.cli import (
     corpus_cmd,
     db_cmd,
     demo_cmd,
+    doctor_cmd,
     eval_cmd,
     retrieve_cmd,
     serve_cmd,
@@ -42,6 +43,7 @@ app.command(name="retrieve", help=retrieve_cmd.RETRIEVE_HELP)(retrieve_cmd.retri
 app.command(name="ask", help=answer_cmd.ASK_HELP)(answer_cmd.ask)
 app.command(name="chat", help=answer_cmd.CHAT_HELP)(answer_cmd.chat)
 app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
+app.command(name="doctor", help=doctor_cmd.DOCTOR_HELP)(doctor_cmd.doctor)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(admin_cmd.app, name="admin")
 app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
@@ -70,7 +72,10 @@ def _root(
 def main() -> None:
     """Run the CLI; expected errors print one clear line and exit 1."""
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click returns a command's typer.Exit code instead of exiting with it.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            sys.exit(code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -85,9 +90,10 @@ def main() -> None:
     except Exception as exc:
         import click
 
-        if isinstance(exc, click.ClickException):
+        # a usage error: click's, or (typer >= 0.2x) its vendored click's, which is no click.ClickException
+        if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
-            sys.exit(exc.exit_code)
+            sys.exit(getattr(exc, "exit_code", 2))
         raise
 
 

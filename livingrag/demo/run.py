@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from livingrag.errors import LLMError
 from livingrag.evaluation.metrics import contain_match
 
 if TYPE_CHECKING:
@@ -47,13 +48,19 @@ class SystemTally:
 class DemoRow:
     question: str
     gold: str
-    linear: Answer
-    living: Answer
+    linear: Answer | None
+    living: Answer | None
     linear_ok: bool
     living_ok: bool
     decision: str
     novelty: float | None
     grounding: float | None
+    errors: dict[str, str] = field(default_factory=dict)
+    """system -> why its answer failed (the LLM crashed, timed out or was unreachable); counted wrong."""
+
+    def text(self, system: str) -> str | None:
+        a = self.linear if system == "linear" else self.living
+        return a.answer if a is not None else None
 
 
 @dataclass
@@ -68,6 +75,11 @@ class DemoReport:
     seconds: float
     model: str
     verifier: str
+
+    @property
+    def failed_answers(self) -> int:
+        """Answers that failed with an LLM error (the stream went on without them)."""
+        return sum(len(r.errors) for r in self.rows)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,20 +101,22 @@ class DemoReport:
             "experiences_stored": self.stored,
             "queries_with_fusion": self.fused_queries,
             "queries_with_scaffold": self.scaffold_queries,
+            "failed_answers": self.failed_answers,
             "rows": [
                 {
                     "question": r.question,
                     "gold": r.gold,
-                    "linear": r.linear.answer,
-                    "living": r.living.answer,
+                    "linear": r.text("linear"),
+                    "living": r.text("living"),
                     "linear_correct": r.linear_ok,
                     "living_correct": r.living_ok,
-                    "fused_experiences": list(r.living.fused_ids),
-                    "scaffold_experience": r.living.scaffold_id,
+                    "fused_experiences": list(r.living.fused_ids) if r.living else [],
+                    "scaffold_experience": r.living.scaffold_id if r.living else None,
                     "writeback": r.decision,
                     "novelty": r.novelty,
                     "grounding": r.grounding,
-                    "completion_tokens": [r.linear.completion_tokens, r.living.completion_tokens],
+                    "completion_tokens": [a.completion_tokens if a else 0 for a in (r.linear, r.living)],
+                    "errors": r.errors,
                 }
                 for r in self.rows
             ],
@@ -165,9 +179,14 @@ def _stream(
     fused_queries = scaffold_queries = 0
     for i, item in enumerate(questions):
         golds = [item["answer"], *item.get("aliases", [])]
-        answers = {}
+        answers: dict[str, Answer | None] = {}
+        errors: dict[str, str] = {}
         for system in ("linear", "living"):
-            a = rag.answer(item["question"], tenant=tenant_id, corpus=corpus_id, mode=system)
+            try:
+                a = rag.answer(item["question"], tenant=tenant_id, corpus=corpus_id, mode=system)
+            except LLMError as exc:  # reported in the row; the stream goes on (a crashed model restarts)
+                answers[system], errors[system] = None, str(exc)
+                continue
             answers[system] = a
             t = tallies[system]
             t.prompt_tokens += a.prompt_tokens
@@ -176,20 +195,31 @@ def _stream(
             t.overhead_ms.append(a.latency_ms.get("overhead", 0.0))
         living = answers["living"]
         decision, ns, gs = "none", None, None
-        if living.writeback is not None:
+        if living is None:
+            decision = "no answer"
+        elif living.writeback is not None:
             try:
                 wb = living.writeback.result(timeout=600)
                 decision, ns, gs = wb.decision, wb.novelty, wb.grounding
             except Exception as exc:  # a failed write-back is reported, never fatal
                 decision = f"error: {exc}"
         decisions[decision] = decisions.get(decision, 0) + 1
-        fused_queries += bool(living.fused_ids)
-        scaffold_queries += living.scaffold_id is not None
-        ok = {s: contain_match(answers[s].answer, golds) for s in answers}
+        fused_queries += bool(living is not None and living.fused_ids)
+        scaffold_queries += living is not None and living.scaffold_id is not None
+        ok = {s: a is not None and contain_match(a.answer, golds) for s, a in answers.items()}
         for s in ok:
             tallies[s].correct += ok[s]
         row = DemoRow(
-            item["question"], item["answer"], answers["linear"], living, ok["linear"], ok["living"], decision, ns, gs
+            item["question"],
+            item["answer"],
+            answers["linear"],
+            living,
+            ok["linear"],
+            ok["living"],
+            decision,
+            ns,
+            gs,
+            errors,
         )
         rows.append(row)
         if on_row is not None:
