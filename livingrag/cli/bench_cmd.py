@@ -16,9 +16,55 @@ app = typer.Typer(
         "livingrag bench store --experiences 100000",
         "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
+        "livingrag bench llm",
     ),
     no_args_is_help=True,
 )
+
+
+@app.command(
+    help="Measure the configured answer model's speed through the real client path (for provider=local: the "
+    "supervised llama.cpp process): prompt-evaluation and generation tokens per second (medians over the "
+    "rounds), load time, and the runtime's build (its system info, and whether it is the portable build that "
+    "scripts/install.sh records)."
+    + examples(
+        "livingrag bench llm",
+        "livingrag bench llm --rounds 10 --prompt-words 600 --gen-tokens 128 --json",
+        "LIVINGRAG_LLM__MODEL=qwen2.5-coder-1.5b LIVINGRAG_LLM__THREADS=2 livingrag bench llm",
+    )
+)
+def llm(
+    rounds: int = typer.Option(5, "--rounds", min=1, max=1000, help="Prompt-only + generation request pairs."),
+    prompt_words: int = typer.Option(300, "--prompt-words", min=10, max=20_000, help="Words in each prompt."),
+    gen_tokens: int = typer.Option(64, "--gen-tokens", min=2, max=4096, help="Tokens each generation asks for."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.bench.llm_throughput import measure_llm
+    from livingrag.generation.providers import build_llm
+
+    settings = load_settings()
+    model = build_llm(settings.llm, data_dir=settings.db.data_dir)
+    try:
+        summary = measure_llm(
+            settings, model, rounds=rounds, prompt_words=prompt_words, gen_tokens=gen_tokens
+        ).summary()
+    finally:
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"model {summary['model']} (provider {summary['provider']}, {summary['threads'] or '-'} threads), "
+        f"loaded in {summary['load_s']} s\n"
+        f"prompt evaluation: {summary['prompt_tps_median']} tokens/s (median of {rounds}; "
+        f"{summary['prompt_tokens']} prompt tokens)\n"
+        f"generation: {summary['gen_tps_median']} tokens/s (median of {len(summary['gen_tps'])}; "
+        f"{gen_tokens} tokens asked)\n"
+        f"[dim]runtime: {summary['system_info'] or '-'}\nbuild: {summary['build'] or '-'}[/dim]",
+        highlight=False,
+    )
 
 
 @app.command(

@@ -1,0 +1,1 @@
+"""Benchmark harnesses behind ``livingrag bench ...`` that belong to no domain package."""
