@@ -1,5 +1,10 @@
 """Retrieval-only replay of activation-map fusion (eq. 7-10) on a benchmark stream, no LLM.
 
+The maintained benchmark is ``livingrag bench reuse`` (livingrag/bench/reuse_replay.py: several
+orders, the dataset's retrieval preset, passage-level memory, same-group oracles, reuse counts);
+this script keeps the map-normalisation and template-floor variants it does not run. It retrieves
+with the configured ``retrieval.preset`` (set LIVINGRAG_RETRIEVAL__PRESET=musique for MuSiQue).
+
 Every question's LinearRAG map (a_final sparsified, eq. 5) goes into an in-memory store after it is
 answered, ungated and at confidence 1; each question is retrieved from its base activation and
 from fused starts built from the earlier questions only (K, alpha, beta, tau_s, H from the

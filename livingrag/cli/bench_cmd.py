@@ -13,6 +13,7 @@ app = typer.Typer(
     help="Benchmarks (never part of the test suite)."
     + examples(
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
+        "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --orders 3",
         "livingrag bench store --experiences 100000",
         "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
@@ -225,3 +226,70 @@ def pipeline(
         print_json(out)
     else:
         console.print(format_report(out), highlight=False)
+
+
+@app.command(
+    name="reuse",
+    help="Measure what experience reuse can do for retrieval, without the LLM: replay a question stream in "
+    "several orders (order 0 = the file order, the others seeded shuffles) with an in-memory store as it would be "
+    "at each question (every earlier question's map and top-5 passages, ungated), and print per-passage "
+    "Recall@2/@5 (share of a question's gold passages in the top k, averaged over questions) for the base "
+    "retriever, eq. 8 fusion with and without the fusion floor, maps stored before or after fusion, passage-level "
+    "memory (in the PPR reset or a top-k slot), the same-group oracles on MuSiQue (only earlier questions that "
+    "share a single-hop sub-question) and two union bounds; then how often a related earlier experience exists, "
+    "is matched (eq. 7 top K), is used, and the scaffold oracle (an earlier gold answer or sub-answer equals a "
+    "sub-answer of the question). The corpus is indexed once (tenant 'bench', as `bench retrieval`); the "
+    "retrieval preset is the dataset's. Experience settings come from LIVINGRAG_EXPERIENCE__*."
+    + examples(
+        "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --orders 3",
+        "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --orders 5 --json",
+        "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --gamma 2 --gamma 8",
+        "LIVINGRAG_EXPERIENCE__BETA=1.0 livingrag bench reuse --dataset 2wikimultihopqa --data-dir DATA --limit 300",
+    ),
+)
+def reuse(
+    dataset: str = typer.Option(..., "--dataset", help="musique, 2wikimultihopqa, hotpotqa, ... (as eval stream)."),
+    data_dir: Path = typer.Option(
+        ..., "--data-dir", help="The dataset's folder (e.g. ../shared/datasets/musique_reuse)."
+    ),
+    orders: int = typer.Option(3, "--orders", min=1, max=100, help="Stream orders (0 = file order, then shuffles)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the shuffled orders."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
+    preset: str | None = typer.Option(None, "--preset", help="Retrieval preset (default: the dataset's)."),
+    tenant: str = typer.Option("bench", "--tenant", help="Tenant that owns the benchmark corpora (created)."),
+    gamma: list[float] = typer.Option(
+        [],
+        "--gamma",
+        min=0,
+        help="Also run passages→reset (and its oracle) with this prior strength (repeatable; default only beta).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from livingrag.bench.reuse_replay import format_report, run_reuse_bench
+    from livingrag.cli.common import err_console, open_database
+    from livingrag.corpus.progress import NullProgress, RichProgress
+    from livingrag.evaluation.datasets import load_dataset
+
+    settings = load_settings()
+    data = load_dataset(dataset, data_dir)
+    progress = NullProgress() if quiet else RichProgress(err_console)
+    with open_database(settings) as db:
+        out = run_reuse_bench(
+            db,
+            settings,
+            data,
+            dataset_name=dataset,
+            orders=orders,
+            seed=seed,
+            tenant=tenant,
+            preset=preset,
+            limit=limit,
+            gammas=gamma,
+            progress=progress,
+            log=None if quiet else (lambda msg: err_console.print(f"[dim]{msg}[/dim]")),
+        )
+    if as_json:
+        print_json(out)
+    else:
+        console.print(format_report(out), highlight=False, markup=False)

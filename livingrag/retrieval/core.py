@@ -12,7 +12,7 @@ With no seed, passages are ranked by the dense score alone (LinearRAG's fallback
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +45,13 @@ def rank_passages(
     *,
     k: int | None = None,
     dense: np.ndarray | None = None,
+    adjust_passages: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Ranking:
-    """Rank the graph's passages for one question starting from ``seeds`` ({entity row: weight})."""
+    """Rank the graph's passages for one question starting from ``seeds`` ({entity row: weight}).
+
+    ``adjust_passages`` (None: unchanged) maps the passages' PPR reset vector (or, with no seed, the
+    length-normalised dense scores) to the one used; the reuse benchmark adds a passage memory there.
+    """
     k = params.top_k if k is None else k
     timings: dict[str, float] = {}
     if dense is None:
@@ -56,6 +61,8 @@ def rank_passages(
     seeds = {int(e): float(w) for e, w in seeds.items() if w > 0}
     if not seeds:
         scores = length_normalize(dense, graph.passage_lengths, params.length_norm_b)
+        if adjust_passages is not None:
+            scores = adjust_passages(scores)
         order = top_k(scores, k)
         return Ranking(order, scores[order], {}, {}, {}, True, 0, timings)
 
@@ -77,6 +84,8 @@ def rank_passages(
     p_reset = passage_reset(
         dense, bonus, passage_ratio=params.passage_ratio, passage_node_weight=params.passage_node_weight
     )
+    if adjust_passages is not None:
+        p_reset = adjust_passages(p_reset)
     reset = np.zeros(graph.n_entities + graph.n_passages, dtype=np.float64)
     rows = np.fromiter(bridge.weights.keys(), dtype=np.int64, count=len(bridge.weights))
     reset[rows] = np.fromiter(bridge.weights.values(), dtype=np.float64, count=len(bridge.weights))

@@ -1,0 +1,561 @@
+"""``livingrag bench reuse``: what experience reuse can do for retrieval, measured without the LLM.
+
+Over a question stream and several orders (order 0 = the file order, the others seeded shuffles,
+as ``eval stream --orders``), every question is retrieved as LivingRAG would retrieve it with the
+store as it stands at that question: each earlier question of the same order left one experience
+(its sparsified final activation, eq. 5, and the top-5 passages it retrieved), written right after
+it was answered, ungated, at confidence 1. The store is in memory and matched exhaustively (eq. 7;
+the service preselects ``candidates_m`` rows in SQL first). Each variant keeps its own store,
+because what a variant retrieved is what its experiences hold.
+
+Figures: per-passage Recall@2 and Recall@5 (``|gold ∩ top-k| / |gold|``, averaged over the
+questions; see :mod:`livingrag.bench.reuse_metrics`), mean and sample std over orders, for
+
+* ``base``: LinearRAG from the base activation (no experience);
+* ``eq8``: a0 = normalize(a_base + beta * sum_k w_k top_H(map_k)) over eq. 7's top K (eq. 8-10),
+  no floor; ``eq8 floor f``: only experiences with s_ret >= f (the ``fusion_floor`` setting) get weight;
+  ``… maps before fusion``: the stored map is the base retrieval's a_final, not the fused one's
+  (the pipeline stores the map after fusion, so maps compound);
+* ``passages→reset``: no map fusion; the passages earlier matched experiences retrieved get
+  ``beta * max(reset) * sum_k w_k [p in P_k]`` added to their PPR reset (passage-level memory);
+  ``passages→slot``: the last slot of the top k holds the best memory passage not already listed;
+  ``… before memory``: an experience remembers its base top 5, not what the memory variant retrieved
+  (passages compound otherwise, as maps do);
+* oracles (MuSiQue decompositions): the same variants restricted to earlier questions that share a
+  single-hop sub-question id (``oracle …``), and two bounds that are no ranking: a gold passage
+  counts as found when it is in the base top k or among what those earlier questions retrieved
+  (``bound: base ∪ related retrieved``) or their gold passages (``bound: base ∪ related gold``).
+
+Reuse counts (shares of all questions, mean over orders): a related earlier question exists; one is
+matched (in eq. 7's top K over the base-map store); used (fused with weight > 0, with no floor and
+with the floor); a scaffold is selected (eq. 12-13 with the settings' lambda and floors), related,
+and stating a sub-answer; and the scaffold oracle: some earlier question's gold answer (or, second
+figure, one of its sub-answers) equals one of the current question's sub-answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from livingrag.bench.reuse_metrics import (
+    add_prior,
+    answer_contained,
+    mean,
+    mean_std,
+    memory_order,
+    memory_prior,
+    per_passage_recall,
+    related,
+    select_experiences,
+    slot_merge,
+    union_recall,
+)
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.corpus.progress import Progress
+    from livingrag.db.engine import Database
+    from livingrag.evaluation.datasets import Dataset
+    from livingrag.retrieval.retriever import Retriever
+    from livingrag.types import QueryEncoding
+
+KS = (2, 5)
+PASSAGES_KEPT = 5
+"""Passages an experience remembers: the top 5 its question retrieved (what the answer model saw)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of reusing the store. ``maps``: fuse activation maps stored ``after`` or ``before``
+    fusion (None: no map fusion); ``passages``: passage memory into the PPR ``reset`` or a top-k
+    ``slot`` (None: none); ``floor``: s_ret floor (None: none); ``oracle``: only related earlier
+    questions are candidates; ``gamma``: strength of the passage prior in the reset (None: beta);
+    ``passages_stored``: an experience remembers the passages its question got with this variant
+    (``after`` memory) or from the base retriever (``before``)."""
+
+    name: str
+    maps: str | None = None
+    passages: str | None = None
+    floor: float | None = None
+    oracle: bool = False
+    gamma: float | None = None
+    passages_stored: str = "after"
+
+
+def default_variants(fusion_floor: float, gammas: Sequence[float] = ()) -> list[Variant]:
+    """The variants the benchmark runs (``fusion_floor`` from the settings; -1 means no floor), plus
+    a passages→reset variant and its oracle for each extra prior strength in ``gammas``."""
+    f = fusion_floor if fusion_floor > -1 else None
+    tag = f"floor {fusion_floor:g}"
+    out = [Variant("eq8", maps="after")]
+    if f is not None:
+        out.append(Variant(f"eq8 {tag}", maps="after", floor=f))
+    out.append(Variant("eq8, maps before fusion", maps="before"))
+    if f is not None:
+        out.append(Variant(f"eq8 {tag}, maps before fusion", maps="before", floor=f))
+    out += [
+        Variant("passages→reset", passages="reset"),
+        Variant("passages→reset, passages before memory", passages="reset", passages_stored="before"),
+    ]
+    if f is not None:
+        out.append(Variant(f"passages→reset {tag}", passages="reset", floor=f))
+    out += [Variant("passages→slot", passages="slot")]
+    if f is not None:
+        out.append(Variant(f"passages→slot {tag}", passages="slot", floor=f))
+    out += [
+        Variant("eq8 + passages→reset", maps="after", passages="reset"),
+        Variant("oracle eq8 (related only)", maps="before", oracle=True),
+        Variant("oracle passages→reset (related only)", passages="reset", oracle=True),
+        Variant("oracle passages→slot (related only)", passages="slot", oracle=True),
+    ]
+    for g in gammas:
+        out.append(Variant(f"passages→reset gamma {g:g}", passages="reset", gamma=g))
+        out.append(
+            Variant(f"passages→reset gamma {g:g}, before memory", passages="reset", gamma=g, passages_stored="before")
+        )
+        out.append(Variant(f"oracle passages→reset gamma {g:g} (related only)", passages="reset", oracle=True, gamma=g))
+    return out
+
+
+@dataclass
+class _Prepared:
+    """Everything about one question that does not depend on the order."""
+
+    encoding: QueryEncoding
+    template: np.ndarray
+    ids: list[int]  # base top passages (passage ids)
+    keys: list[str | None]  # their dataset keys
+    map: dict[int, float]  # base map (eq. 5)
+    dense: np.ndarray | None = field(default=None, repr=False)
+
+
+@dataclass
+class _Memory:
+    """One variant's store: per earlier question (by question index) its map and passage ids."""
+
+    maps: dict[int, dict[int, float]] = field(default_factory=dict)
+    passages: dict[int, list[int]] = field(default_factory=dict)
+
+
+def resolve_preset(dataset: str, preset: str | None) -> str:
+    """The retrieval preset: ``preset`` when given, else the dataset's own (``custom`` when it has none)."""
+    from livingrag.retrieval.presets import PRESETS, preset_params
+
+    name = preset or (dataset if dataset in PRESETS else "custom")
+    preset_params(name)  # unknown names raise InvalidInput
+    return name
+
+
+def corpus_name(dataset: Dataset) -> str:
+    """``reuse-<dataset>-<corpus file stem>`` (indexed as ``bench-reuse-…``): one copy per corpus file."""
+    stem = Path(dataset.sources[-1]).stem if dataset.sources else "corpus"
+    return f"reuse-{dataset.name}-{stem}"[:100]
+
+
+def ensure_corpus(
+    db: Database, settings: Settings, dataset: Dataset, *, tenant: str, progress: Progress | None = None
+) -> tuple[int, Any, dict[int, str]]:
+    """Index the dataset's corpus as ``bench retrieval`` does (tenant and corpus created when missing,
+    indexed once, re-runs skip what is there): tenant id, corpus, passage id -> dataset key."""
+    from livingrag.corpus.chunking import document_key
+    from livingrag.corpus.ingest import Document
+    from livingrag.db.repositories import corpus_graph
+    from livingrag.retrieval.bench import BenchDataset, ensure_bench_corpus
+
+    docs = [Document(title=d.title, text=d.text) for d in dataset.corpus]
+    bench = BenchDataset(corpus_name(dataset), docs, [])
+    tenant_id, corpus, _, _ = ensure_bench_corpus(db, settings, bench, tenant=tenant, progress=progress)
+    by_doc = {document_key(Document(title=d.title, text=d.text)): d.key for d in dataset.corpus}
+    with db.tenant_session(tenant_id) as s:
+        doc_keys = corpus_graph.passage_doc_keys(s, corpus.id)
+    return tenant_id, corpus, {pid: by_doc[dk] for pid, dk in doc_keys.items() if dk in by_doc}
+
+
+def rank_with_prior(
+    retriever: Retriever,
+    prep: _Prepared,
+    start: dict[int, float],
+    prior: dict[int, float],
+    gamma: float,
+    k: int,
+) -> list[int]:
+    """Passage ids ranked as :func:`livingrag.retrieval.core.rank_passages` ranks them from ``start``,
+    with ``gamma * max(reset) * m(p)`` added to each passage's PPR reset (``prior`` = {passage id:
+    m(p)}); with no usable seed the prior is added to the length-normalised dense scores."""
+    from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.scoring import dense_scores
+
+    g = retriever.graph()
+    if prep.dense is None:
+        prep.dense = dense_scores(g.passage_embeddings, prep.encoding.embedding)
+    row_of = {int(p): i for i, p in enumerate(g.passage_ids)}
+    rows = {row_of[p]: m for p, m in prior.items() if p in row_of}
+    seeds = {}
+    for eid, w in start.items():
+        r = g.id_to_entity.get(int(eid))
+        if r is not None and w > 0:
+            seeds[r] = float(w)
+    ranking = rank_passages(
+        g,
+        prep.encoding.embedding,
+        seeds,
+        retriever.params,
+        k=k,
+        dense=prep.dense,
+        adjust_passages=lambda v: add_prior(v, rows, gamma),
+    )
+    return [int(g.passage_ids[i]) for i in ranking.passages]
+
+
+def run_reuse_bench(
+    db: Database,
+    settings: Settings,
+    dataset: Dataset,
+    *,
+    dataset_name: str,
+    orders: int = 3,
+    seed: int = 0,
+    tenant: str = "bench",
+    preset: str | None = None,
+    limit: int | None = None,
+    variants: Sequence[Variant] | None = None,
+    gammas: Sequence[float] = (),
+    progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Replay the stream in every order and measure (see the module docstring); a JSON-ready dict."""
+    from livingrag.corpus import service
+    from livingrag.corpus.progress import NullProgress
+    from livingrag.evaluation.datasets import stream_orders
+    from livingrag.experience.fusion import fuse, newly_active
+    from livingrag.experience.scaffold import scaffold_scores, select_scaffold
+    from livingrag.experience.similarity import sparse_cosine
+    from livingrag.experience.sparsify import sparsify
+    from livingrag.experience.template import mask
+
+    progress = progress or NullProgress()
+    say = log or (lambda _msg: None)
+    t_start = time.perf_counter()
+    ds = dataset.head(limit)
+    qs = ds.questions
+    n = len(qs)
+    preset_name = resolve_preset(dataset_name, preset)
+    settings = settings.model_copy(deep=True)
+    settings.retrieval.preset = preset_name  # type: ignore[assignment]
+    e = settings.experience
+    variants = list(variants) if variants is not None else default_variants(e.fusion_floor, gammas)
+
+    say(f"indexing {len(ds.corpus)} documents (once; re-runs skip them)")
+    t0 = time.perf_counter()
+    tenant_id, corpus, key_of = ensure_corpus(db, settings, ds, tenant=tenant, progress=progress)
+    index_s = time.perf_counter() - t0
+    retriever = service.retriever(db, tenant_id, corpus, settings)
+    kmax = max(max(KS), PASSAGES_KEPT)
+    delta = retriever.params.delta
+
+    def keys(ids: Sequence[int]) -> list[str | None]:
+        return [key_of.get(p) for p in ids]
+
+    # ---- order-independent work: encodings, template embeddings, base retrieval, base maps
+    prepared: list[_Prepared] = []
+    task = progress.add("base retrieval ", n)
+    with progress:
+        for q in qs:
+            enc = retriever.encode(q.question)
+            tv = np.asarray(retriever.embedder.encode([mask(q.question, enc.mentions)])[0], dtype=np.float64)
+            tv /= np.linalg.norm(tv) or 1.0
+            res = retriever.retrieve(enc, top_k=kmax)
+            ids = [p.id for p in res.passages]
+            prepared.append(
+                _Prepared(enc, tv, ids, keys(ids), sparsify(res.final_activation, e.epsilon, e.max_map_entities))
+            )
+            progress.advance(task, 1)
+
+    sub_ids = [frozenset(s.id for s in q.decomposition) for q in qs]
+    sub_answers = [tuple(s.answer for s in q.decomposition) for q in qs]
+    gold = [set(q.gold_keys) for q in qs]
+    has_decomp = any(sub_ids)
+    emb = np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
+    tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
+
+    names = ["base", *(v.name for v in variants)]
+    bounds = ["bound: base ∪ related retrieved", "bound: base ∪ related gold"] if has_decomp else []
+    per_order: list[dict[str, Any]] = []
+    order_lists = stream_orders(n, orders, seed)
+    task = progress.add("orders ", len(order_lists) * n)
+    with progress:
+        for o, order in enumerate(order_lists):
+            rec: dict[str, dict[int, list[float | None]]] = {x: {k: [] for k in KS} for x in names + bounds}
+            counts = {
+                "related_exists": 0,
+                "related_matched": 0,
+                "related_used_no_floor": 0,
+                "related_used_floor": 0,
+                "scaffold_selected": 0,
+                "scaffold_related": 0,
+                "scaffold_states_subanswer": 0,
+                "oracle_answer_contained": 0,
+                "oracle_subanswer_contained": 0,
+            }
+            transfer = {v.name: 0 for v in variants if v.maps}
+            fused = {v.name: 0 for v in variants}
+            mem = {v.name: _Memory() for v in variants}
+            earlier: list[int] = []
+            for i in order:
+                p = prepared[i]
+                base = dict(p.encoding.base_activation)
+                for k in KS:
+                    rec["base"][k].append(per_passage_recall(p.keys, gold[i], k))
+                rel = related(sub_ids, i, earlier)
+                rel_set = set(rel)
+                # ---- reuse counts over the base-map store (what matching sees without fusion)
+                if earlier:
+                    ecos = emb[earlier] @ emb[i]
+                    acos = np.array([sparse_cosine(base, prepared[j].map) for j in earlier])
+                    s_all = e.alpha * ecos + (1.0 - e.alpha) * acos
+                    top, w_top = select_experiences(s_all, e.top_k, e.tau_s, None)
+                    floor = e.fusion_floor if e.fusion_floor > -1 else None
+                    _, w_floor = select_experiences(s_all, e.top_k, e.tau_s, floor)
+                    picked = [earlier[t] for t in top]
+                    counts["related_exists"] += bool(rel)
+                    counts["related_matched"] += any(j in rel_set for j in picked)
+                    counts["related_used_no_floor"] += any(
+                        j in rel_set and w > 0 for j, w in zip(picked, w_top, strict=True)
+                    )
+                    counts["related_used_floor"] += any(
+                        j in rel_set and w > 0 for j, w in zip(picked, w_floor, strict=True)
+                    )
+                    tsims = tpl[earlier] @ p.template
+                    pick = select_scaffold(
+                        scaffold_scores(s_all, tsims, e.scaffold_lambda),
+                        e.scaffold_floor,
+                        tsims,
+                        e.scaffold_template_floor,
+                    )
+                    if pick is not None:
+                        j = earlier[pick]
+                        counts["scaffold_selected"] += 1
+                        counts["scaffold_related"] += j in rel_set
+                        counts["scaffold_states_subanswer"] += answer_contained(
+                            sub_answers[i], qs[j].answer, sub_answers[j]
+                        )
+                    counts["oracle_answer_contained"] += any(
+                        answer_contained(sub_answers[i], qs[j].answer) for j in earlier
+                    )
+                    counts["oracle_subanswer_contained"] += any(
+                        answer_contained(sub_answers[i], qs[j].answer, sub_answers[j]) for j in earlier
+                    )
+                if bounds:
+                    retrieved_before = {key for j in rel for key in prepared[j].keys[:PASSAGES_KEPT]}
+                    gold_before = {key for j in rel for key in gold[j]}
+                    for k in KS:
+                        rec[bounds[0]][k].append(union_recall(p.keys, gold[i], k, retrieved_before))
+                        rec[bounds[1]][k].append(union_recall(p.keys, gold[i], k, gold_before))
+                # ---- the variants
+                for v in variants:
+                    m = mem[v.name]
+                    cands = rel if v.oracle else earlier
+                    got_ids, got_keys_by_k, final_map = p.ids, None, p.map
+                    weights = np.zeros(0)
+                    chosen: list[int] = []
+                    if cands:
+                        ecos = emb[cands] @ emb[i]
+                        acos = np.array([sparse_cosine(base, m.maps[j]) for j in cands])
+                        s_v = e.alpha * ecos + (1.0 - e.alpha) * acos
+                        top, weights = select_experiences(s_v, e.top_k, e.tau_s, v.floor)
+                        chosen = [cands[t] for t in top]
+                    live = bool(chosen) and bool(weights.size) and float(weights.max()) > 0.0
+                    # used: the map fusion was applied (a seed entity, beta > 0), or passages were remembered
+                    fused[v.name] += live and (v.passages is not None or (bool(base) and e.beta > 0.0))
+                    if live:
+                        start = base
+                        if v.maps and base and max(base.values()) > 0.0 and e.beta > 0.0:
+                            start = fuse(base, [m.maps[j] for j in chosen], list(weights), e.beta, e.top_h)
+                            transfer[v.name] += bool(newly_active(base, start, delta))
+                        if v.passages == "reset":
+                            prior = memory_prior([m.passages[j] for j in chosen], list(weights))
+                            gamma = e.beta if v.gamma is None else v.gamma
+                            got_ids = rank_with_prior(retriever, p, start, prior, gamma, kmax)
+                            if v.maps:
+                                final_map = sparsify(
+                                    retriever.retrieve(p.encoding, start_activation=start, top_k=1).final_activation,
+                                    e.epsilon,
+                                    e.max_map_entities,
+                                )
+                        elif start is not base:
+                            res = retriever.retrieve(p.encoding, start_activation=start, top_k=kmax)
+                            got_ids = [x.id for x in res.passages]
+                            final_map = sparsify(res.final_activation, e.epsilon, e.max_map_entities)
+                        if v.passages == "slot":
+                            memory = memory_order([m.passages[j] for j in chosen], list(weights))
+                            got_keys_by_k = {k: keys(slot_merge(got_ids, memory, k)) for k in KS}
+                            got_ids = slot_merge(got_ids, memory, kmax)
+                    for k in KS:
+                        got = got_keys_by_k[k] if got_keys_by_k is not None else keys(got_ids)
+                        rec[v.name][k].append(per_passage_recall(got, gold[i], k))
+                    m.maps[i] = final_map if v.maps == "after" else p.map
+                    m.passages[i] = list((got_ids if v.passages_stored == "after" else p.ids)[:PASSAGES_KEPT])
+                earlier.append(i)
+                progress.advance(task, 1)
+            per_order.append(
+                {
+                    "order": o,
+                    "recall": {x: {f"recall_at_{k}": mean(rec[x][k]) for k in KS} for x in rec},
+                    "counts": counts,
+                    "fused": fused,
+                    "graph_transfer": transfer,
+                }
+            )
+    retriever.close()
+    return _summarise(
+        per_order,
+        names=names,
+        bounds=bounds,
+        n=n,
+        meta={
+            "dataset": dataset_name,
+            "data": list(ds.sources),
+            "corpus": corpus.name,
+            "documents": len(ds.corpus),
+            "questions": n,
+            "questions_with_gold": sum(1 for g in gold if g),
+            "questions_with_decomposition": sum(1 for s in sub_ids if s),
+            "limit": limit,
+            "orders": len(order_lists),
+            "seed": seed,
+            "preset": preset_name,
+            "retrieval": retriever.params.as_dict(),
+            "experience": {
+                "top_k": e.top_k,
+                "alpha": e.alpha,
+                "beta": e.beta,
+                "tau_s": e.tau_s,
+                "top_h": e.top_h,
+                "epsilon": e.epsilon,
+                "max_map_entities": e.max_map_entities,
+                "fusion_floor": e.fusion_floor,
+                "scaffold_lambda": e.scaffold_lambda,
+                "scaffold_floor": e.scaffold_floor,
+                "scaffold_template_floor": e.scaffold_template_floor,
+                "passage_prior_gamma": e.beta,
+                "passages_kept": PASSAGES_KEPT,
+            },
+            "variants": [v.__dict__ for v in variants],
+            "index_seconds": round(index_s, 2),
+            "seconds": round(time.perf_counter() - t_start, 2),
+        },
+    )
+
+
+def _summarise(
+    per_order: list[dict[str, Any]], *, names: list[str], bounds: list[str], n: int, meta: dict[str, Any]
+) -> dict[str, Any]:
+    rows = []
+    base = {k: mean_std([po["recall"]["base"][f"recall_at_{k}"] for po in per_order])[0] for k in KS}
+    fused = per_order[0]["fused"] if per_order else {}
+    transfer = per_order[0]["graph_transfer"] if per_order else {}
+    for x in names + bounds:
+        kind = "base" if x == "base" else "bound" if x in bounds else "oracle" if x.startswith("oracle") else "variant"
+        row: dict[str, Any] = {"name": x, "kind": kind}
+        for k in KS:
+            by_order = [po["recall"][x][f"recall_at_{k}"] for po in per_order]
+            m, s = mean_std(by_order)
+            row[f"recall_at_{k}"] = None if m is None else round(m, 4)
+            row[f"recall_at_{k}_std"] = None if s is None else round(s, 4)
+            row[f"recall_at_{k}_by_order"] = [None if v is None else round(v, 4) for v in by_order]
+        for k in KS:
+            m, b = row[f"recall_at_{k}"], base[k]
+            row[f"delta_recall_at_{k}"] = None if m is None or b is None else round(m - b, 4) + 0.0  # no -0.0
+        if x in fused:
+            row["used_share"] = round(float(np.mean([po["fused"][x] / max(n, 1) for po in per_order])), 4)
+        if x in transfer:
+            row["graph_transfer_share"] = round(
+                float(np.mean([po["graph_transfer"][x] / max(n, 1) for po in per_order])), 4
+            )
+        rows.append(row)
+    reuse = {}
+    if per_order:
+        for key in per_order[0]["counts"]:
+            reuse[key] = round(float(np.mean([po["counts"][key] / max(n, 1) for po in per_order])), 4)
+    return {
+        "metric": "per-passage recall: share of a question's gold passages found in the top k, averaged over "
+        "questions with gold (mean over orders; std = sample std over orders)",
+        **meta,
+        "rows": rows,
+        "reuse": reuse,
+        "per_order": per_order,
+    }
+
+
+REUSE_LABELS = {
+    "related_exists": "a related earlier question exists (shares a sub-question id)",
+    "related_matched": "a related one is matched (in eq. 7's top K over the base-map store)",
+    "related_used_no_floor": "a related one is fused, no floor (weight > 0)",
+    "related_used_floor": "a related one is fused under the fusion floor",
+    "scaffold_selected": "a scaffold is selected (eq. 12-13)",
+    "scaffold_related": "the scaffold is a related question",
+    "scaffold_states_subanswer": "the scaffold's answer or a sub-answer is one of the question's sub-answers",
+    "oracle_answer_contained": "oracle: an earlier gold answer is one of the question's sub-answers",
+    "oracle_subanswer_contained": "oracle: an earlier gold answer or sub-answer is one of its sub-answers",
+}
+
+
+def format_report(out: dict[str, Any]) -> str:
+    """The report as plain text: settings, the recall table, the reuse counts."""
+    x = out["experience"]
+    r = out["retrieval"]
+    lines = [
+        f"reuse benchmark: {out['dataset']} ({out['questions']} questions, {out['documents']} documents, "
+        f"limit {out['limit']}), {out['orders']} orders (0 = file order, others shuffled with seed {out['seed']})",
+        f"retrieval preset {out['preset']} (max_iterations {r['max_iterations']}, passage_ratio {r['passage_ratio']}, "
+        f"delta {r['delta']}, top_k_sentence {r['top_k_sentence']}); corpus {out['corpus']}",
+        f"experience: K {x['top_k']}, alpha {x['alpha']}, beta {x['beta']}, tau_s {x['tau_s']}, H {x['top_h']}, "
+        f"epsilon {x['epsilon']}, fusion_floor {x['fusion_floor']}, scaffold lambda {x['scaffold_lambda']} "
+        f"floor {x['scaffold_floor']} template floor {x['scaffold_template_floor']}; "
+        "passage prior gamma = beta unless named; "
+        f"an experience keeps its top {x['passages_kept']} passages; store ungated, confidence 1",
+        f"metric: {out['metric']}",
+        "",
+    ]
+    w = max(len(row["name"]) for row in out["rows"]) if out["rows"] else 10
+    head = (
+        f"{'variant':{w}}  {'R@2':>6} {'±':>5}  {'R@5':>6} {'±':>5}  {'ΔR@2':>6} {'ΔR@5':>6}  "
+        f"{'used':>5} {'transfer':>8}"
+    )
+    lines.append(head)
+    lines.append("-" * len(head))
+
+    def f(v: float | None, width: int = 6, sign: bool = False) -> str:
+        if v is None:
+            return f"{'-':>{width}}"
+        return f"{v:+{width}.4f}" if sign else f"{v:{width}.4f}"
+
+    for row in out["rows"]:
+        used = row.get("used_share")
+        tr = row.get("graph_transfer_share")
+        lines.append(
+            f"{row['name']:{w}}  {f(row['recall_at_2'])} {f(row['recall_at_2_std'], 5)}  {f(row['recall_at_5'])} "
+            f"{f(row['recall_at_5_std'], 5)}  {f(row['delta_recall_at_2'], sign=True)} "
+            f"{f(row['delta_recall_at_5'], sign=True)}  {'-' if used is None else f'{used:5.0%}':>5} "
+            f"{'-' if tr is None else f'{tr:8.0%}':>8}"
+        )
+    lines.append(
+        "(used: share of questions where the variant drew on some experience; transfer: fusion added an entity at "
+        "or above delta; bounds are no ranking)"
+    )
+    lines.append("")
+    lines.append("reuse (share of all questions, mean over orders):")
+    for key, label in REUSE_LABELS.items():
+        if key in out["reuse"]:
+            lines.append(f"  {out['reuse'][key]:6.1%}  {label}")
+    lines.append(f"indexing {out['index_seconds']} s; total {out['seconds']} s")
+    return "\n".join(lines)
+
+
+__all__ = ["Variant", "default_variants", "format_report", "rank_with_prior", "resolve_preset", "run_reuse_bench"]
