@@ -145,3 +145,21 @@ def test_bad_options_are_named() -> None:
     with pytest.raises(InvalidInput, match="unknown ablation 'fuse'"):
         parse_systems("living", "fuse")
     assert parse_systems("linear,living", "fusion,gate") == ("linear", "living", "living-no-fusion", "living-no-gate")
+
+
+def test_a_failed_answer_is_recorded_and_the_stream_goes_on(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An LLM failure (HTTP 503 with no retry left, as a crashed local model reads) becomes that
+    question's error; the stream answers every other question."""
+    from livingrag.testing.openai_server import Step
+
+    monkeypatch.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
+    env.script.append(Step(status=503, error_message="the model process ended with SIGSEGV"))
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "linear", "--concurrency", "1")
+    records = sorted(read_records_jsonl(out / RECORDS_JSONL), key=lambda r: r.position)
+    assert [r.position for r in records] == list(range(N))
+    failed = [r for r in records if r.error is not None]
+    assert len(failed) == 1 and "SIGSEGV" in (failed[0].error or "") and failed[0].position == 0
+    assert all(r.completion_tokens > 0 for r in records if r.error is None)
