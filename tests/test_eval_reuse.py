@@ -142,6 +142,13 @@ def test_experience_coverage() -> None:
     assert (c.topk_selections, c.topk_coverage, c.scaffold_uses, c.scaffold_coverage, c.max_scaffold_uses) == (
         2, 0.5, 1, 0.5, 1,
     )  # fmt: skip
+    # Top-K selections count matches (eq. 7), fused or not: under a fusion floor nothing may be fused
+    run = [rec("living", 0, writeback="stored", novelty=0.9, grounding=1.0, stored_experience_id=7),
+           rec("living", 1, matched_experience_ids=(7,), writeback="stored", novelty=0.9, grounding=1.0,
+               stored_experience_id=8),
+           rec("living", 2, matched_experience_ids=(7, 8), fused_experience_ids=(8,))]  # fmt: skip
+    c = experience_coverage(run)
+    assert (c.stored, c.topk_selections, c.topk_coverage) == (2, 3, 1.0)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -64,8 +64,10 @@ class QueryRecord:
 
     Reuse traces (Tables 1, 4, 16, 17): ``seed_entity_ids`` (query entities linked to the graph),
     ``context_entity_ids`` (final activation above the threshold), ``masked_question`` (the template
-    T(q) of eq. 11), ``fused_experience_ids`` (the top-K experiences matched for activation-map
-    fusion), ``scaffold_experience_id`` and ``scaffold_similarity`` (masked-template cosine between
+    T(q) of eq. 11), ``fused_experience_ids`` (the top-K experiences whose maps were fused: a
+    positive weight, s_ret at or above the fusion floor), ``matched_experience_ids`` (the top-K
+    selections of eq. 7 matching, fused or not; empty in records written before it existed),
+    ``scaffold_experience_id`` and ``scaffold_similarity`` (masked-template cosine between
     the question and the scaffold's source question), ``graph_transfer`` (fusion added new
     above-threshold entities; None for LinearRAG).
 
@@ -100,6 +102,7 @@ class QueryRecord:
     context_entity_ids: tuple[int, ...] = ()
     masked_question: str = ""
     fused_experience_ids: tuple[int, ...] = ()
+    matched_experience_ids: tuple[int, ...] = ()
     scaffold_experience_id: int | None = None
     scaffold_similarity: float | None = None
     graph_transfer: bool | None = None

@@ -288,7 +288,9 @@ def experience_coverage(records: Sequence[QueryRecord]) -> CoverageStats:
     stored = {
         r.stored_experience_id for r in run if r.writeback == DECISION_STORED and r.stored_experience_id is not None
     }
-    selected = Counter(e for r in run for e in r.fused_experience_ids)
+    # The paper's Table 16 counts top-K selections (eq. 7), not fused maps: under a fusion floor
+    # most selections are not fused. Records from before matched ids were kept fall back to fused.
+    selected = Counter(e for r in run for e in (r.matched_experience_ids or r.fused_experience_ids))
     scaffolds = Counter(r.scaffold_experience_id for r in run if r.scaffold_experience_id is not None)
     k = len(stored)
     return CoverageStats(
