@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,3 +129,19 @@ class HashEmbedder:
     ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
         vecs = self.encode(texts)
         return vecs, [[self.encode([t[a:b]])[0] for a, b in sp] for t, sp in zip(texts, spans, strict=True)]
+
+
+def tenant_with_small_corpus(db: Any, prefix: str) -> tuple[int, str]:
+    """A new tenant (id, name ``<prefix>-<random>``) with :data:`CORPUS` indexed as ``small`` by the
+    models the settings name (the real packaged ones by default)."""
+    from livingrag.config import get_settings
+    from livingrag.corpus import service
+    from livingrag.corpus.ingest import Document
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    tenant_id, _ = service.ensure_tenant(db, name)
+    settings = get_settings()
+    corpus = service.create_corpus(db, tenant_id, "small", settings)
+    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
+    service.indexer(db, tenant_id, corpus, settings).index_documents(docs)
+    return tenant_id, name

@@ -30,15 +30,13 @@ import psutil
 import pytest
 from sqlalchemy import text
 
-from livingrag.config import LLMSettings, default_data_dir, get_settings
-from livingrag.corpus import service
-from livingrag.corpus.ingest import Document
+from livingrag.config import LLMSettings, default_data_dir
 from livingrag.db.engine import Database
 from livingrag.errors import LLMUnavailable
 from livingrag.generation.providers import build_llm
 from livingrag.generation.providers.local import CHILD_MODULE, LocalLLM
 from tests.api_support import ADMIN_KEY, ROOT, Server, auth, server_env
-from tests.corpus_support import CORPUS
+from tests.corpus_support import CORPUS, tenant_with_small_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -182,13 +180,7 @@ def local_env(database_url: str, **extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def small_corpus(db: Database) -> tuple[int, str]:
     """A tenant (id, name) with the small test corpus indexed as ``small`` by the real models."""
-    name = f"crash-{uuid.uuid4().hex[:8]}"
-    tenant_id, _ = service.ensure_tenant(db, name)
-    settings = get_settings()
-    corpus = service.create_corpus(db, tenant_id, "small", settings)
-    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
-    service.indexer(db, tenant_id, corpus, settings).index_documents(docs)
-    return tenant_id, name
+    return tenant_with_small_corpus(db, "crash")
 
 
 def tenant_rows(db: Database, tenant_id: int) -> dict[str, Any]:

@@ -5,7 +5,6 @@ environment exactly as a user would (``LIVINGRAG_LLM__PROVIDER=openai``, ``..._B
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,13 +13,10 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from livingrag.cli.main import app
-from livingrag.config import get_settings
-from livingrag.corpus import service
-from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
-from tests.corpus_support import CORPUS
+from tests.corpus_support import tenant_with_small_corpus
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
 runner = CliRunner()
@@ -35,13 +31,7 @@ def server() -> Iterator[OpenAICompatServer]:
 @pytest.fixture(scope="module")
 def corpus_tenant(db: Database) -> tuple[int, str]:
     """A tenant (its name) with the small test corpus indexed as ``small``."""
-    name = f"ask-{uuid.uuid4().hex[:8]}"
-    tenant_id, _ = service.ensure_tenant(db, name)
-    settings = get_settings()
-    corpus = service.create_corpus(db, tenant_id, "small", settings)
-    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
-    service.indexer(db, tenant_id, corpus, settings).index_documents(docs)
-    return tenant_id, name
+    return tenant_with_small_corpus(db, "ask")
 
 
 @pytest.fixture
