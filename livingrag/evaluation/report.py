@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,8 @@ from typing import Any
 
 from livingrag.evaluation import paper
 from livingrag.evaluation.datasets import Dataset
-from livingrag.evaluation.metrics import Prices, relative_delta, summarize_run
+from livingrag.evaluation.metrics import Prices, passage_recall_at_k, relative_delta, summarize_run
+from livingrag.evaluation.paired import fixed_and_broke, paired_bootstrap
 from livingrag.evaluation.plots import plot_experience_use, plot_gate_dynamics, plot_tokens, plot_unavailable
 from livingrag.evaluation.records import (
     ABLATION_SYSTEMS,
@@ -78,6 +79,81 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return [_jsonable(v) for v in x]
     return x
+
+
+def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str, Any]]:
+    """Each system's runs against LinearRAG, question by question (:mod:`livingrag.evaluation.paired`).
+
+    One row per (system, order), and for a system run in several orders one more (``order`` "all")
+    whose per-question value is the mean over its orders. LinearRAG keeps no memory, so its run of
+    the same order (else its first) is the baseline. A question that failed in either system is left
+    out (``excluded``). Per row: Contain-Acc with the fixed and broke counts, completion tokens, and
+    per-passage Recall@5 where gold passages are known; each a :class:`PairedDiff` as a dict.
+    """
+    linear_orders = sorted(o for s, o in runs if s == SYSTEM_LINEAR)
+    if not linear_orders:
+        return []
+    rows: list[dict[str, Any]] = []
+    systems = list(dict.fromkeys(s for s, _ in runs if s != SYSTEM_LINEAR))
+    for system in systems:
+        orders = sorted(o for s, o in runs if s == system)
+        per_order: list[dict[str, QueryRecord]] = []
+        for o in orders:
+            base = {r.question_id: r for r in runs[(SYSTEM_LINEAR, o if o in linear_orders else linear_orders[0])]}
+            mine = {r.question_id: r for r in runs[(system, o)]}
+            both = [q for q in mine if q in base]
+            ok = [q for q in both if mine[q].error is None and base[q].error is None]
+            per_order.append({q: mine[q] for q in ok})
+            rows.append(_paired_row(system, o, [mine[q] for q in ok], [base[q] for q in ok], len(both) - len(ok)))
+        if len(orders) > 1:
+            common = set.intersection(*(set(m) for m in per_order))
+            qs = sorted(common)
+            base = {r.question_id: r for r in runs[(SYSTEM_LINEAR, linear_orders[0])]}
+            mean_acc = [sum(m[q].contain_correct for m in per_order) / len(per_order) for q in qs]
+            mean_tok = [sum(m[q].completion_tokens for m in per_order) / len(per_order) for q in qs]
+            contain = paired_bootstrap(mean_acc, [float(base[q].contain_correct) for q in qs]) if qs else None
+            tokens = paired_bootstrap(mean_tok, [float(base[q].completion_tokens) for q in qs]) if qs else None
+            rows.append(
+                {
+                    "system": system,
+                    "order": "all",
+                    "n": len(qs),
+                    "excluded": None,
+                    "contain": asdict(contain) if contain else None,
+                    "fixed": None,
+                    "broke": None,
+                    "completion_tokens": asdict(tokens) if tokens else None,
+                    "passage_recall_at_5": None,
+                }
+            )
+    return rows
+
+
+def _paired_row(
+    system: str, order: int, mine: list[QueryRecord], base: list[QueryRecord], excluded: int
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"system": system, "order": order, "n": len(mine), "excluded": excluded}
+    if not mine:
+        return row | {"contain": None, "fixed": 0, "broke": 0, "completion_tokens": None, "passage_recall_at_5": None}
+    fixed, broke = fixed_and_broke([r.contain_correct for r in mine], [r.contain_correct for r in base])
+    recall = [
+        (passage_recall_at_k(a.retrieved_keys, a.gold_keys, 5), passage_recall_at_k(b.retrieved_keys, b.gold_keys, 5))
+        for a, b in zip(mine, base, strict=True)
+    ]
+    pairs = [(x, y) for x, y in recall if x is not None and y is not None]
+
+    def diff(values: Callable[[QueryRecord], float]) -> dict[str, Any]:
+        return asdict(paired_bootstrap([values(r) for r in mine], [values(r) for r in base]))
+
+    return row | {
+        "contain": diff(lambda r: float(r.contain_correct)),
+        "fixed": fixed,
+        "broke": broke,
+        "completion_tokens": diff(lambda r: float(r.completion_tokens)),
+        "passage_recall_at_5": (
+            asdict(paired_bootstrap([x for x, _ in pairs], [y for _, y in pairs])) if pairs else None
+        ),
+    }
 
 
 def build_results(
@@ -185,6 +261,7 @@ def build_results(
             asdict(row)
             for row in paired_deltas(all_living, all_linear, metric=acc_metric, template_threshold=template_threshold)
         ]
+    tables["paired"] = paired_rows(runs)
     tables["orders"] = asdict(
         order_robustness(records, prices=prices, judge=judge, template_threshold=template_threshold)
     )
@@ -259,6 +336,57 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _mark(b: bool) -> str:
     return "✓" if b else DASH
+
+
+def _interval(d: dict[str, Any] | None, scale: float, digits: int) -> str:
+    if not d:
+        return DASH
+    return f"{scale * d['diff']:+.{digits}f} [{scale * d['lo']:+.{digits}f}, {scale * d['hi']:+.{digits}f}]"
+
+
+def _paired_section(rows: Sequence[dict[str, Any]]) -> str:
+    """Each system against LinearRAG, question by question, with 95 % paired bootstrap intervals."""
+    out = ["\n## Paired against LinearRAG (95 % bootstrap intervals)\n"]
+    if not rows:
+        out.append("Needs a LinearRAG run and another system on the same questions.")
+        return "\n".join(out)
+    table = []
+    for r in rows:
+        c = r.get("contain")
+        table.append(
+            [
+                r["system"],
+                str(r["order"]),
+                str(r["n"]),
+                f"{_pct(c['mean_a'])} vs {_pct(c['mean_b'])}" if c else DASH,
+                _interval(c, 100, 1),
+                DASH if r.get("fixed") is None else f"{r['fixed']} / {r['broke']}",
+                _interval(r.get("completion_tokens"), 1, 1),
+                _interval(r.get("passage_recall_at_5"), 100, 1),
+            ]
+        )
+    out.append(
+        _table(
+            [
+                "System",
+                "Order",
+                "Questions",
+                "Contain-Acc (%) vs LinearRAG",
+                "Δ Contain-Acc (points)",
+                "Fixed / broke",
+                "Δ Completion tokens",
+                "Δ per-passage R@5 (points)",
+            ],
+            table,
+        )
+    )
+    out.append(
+        "\nEach difference is the system minus LinearRAG on the same questions, with the percentile interval "
+        "of 10,000 paired bootstrap resamples; order `all` averages each question over the orders. Fixed: "
+        "questions the system answers right and LinearRAG wrong; broke: the reverse. Questions that failed "
+        "in either system are left out."
+    )
+    return "\n".join(out)
 
 
 def render_markdown(results: dict[str, Any]) -> str:
@@ -667,6 +795,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         add("\nCoverage: the share of stored experiences selected at least once.")
     else:
         add("Needs a LivingRAG run.")
+
+    add(_paired_section(t.get("paired") or []))
 
     # Table 17
     add("\n## Benefit by realised reuse signal (paper Table 17)\n")
