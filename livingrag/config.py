@@ -177,10 +177,39 @@ class RetrievalSettings(_Group):
     )
 
 
+PAPER_EXPERIENCE: dict[str, Any] = {
+    "fusion_floor": -1.0,
+    "fusion_template_floor": 0.0,
+    "top_h": None,
+    "scaffold_entities": "keep",
+    "scaffold_floor": 0.0,
+    "scaffold_template_floor": 0.0,
+}
+"""``experience.profile=paper``: eq. 7-13 as the paper writes them (no floors, no map truncation, scaffolds
+with their names); the paper states no K, so ``top_k`` keeps its value. Explicit settings still win."""
+PAPER_GATES: dict[str, Any] = {"answer_form": False}
+"""``experience.profile=paper``: the gates of eq. 14-19 alone (no answer-form check)."""
+
+
 class ExperienceSettings(_Group):
     """Experience matching, fusion and scaffolds (eq. 5-13)."""
 
+    profile: Literal["tuned", "paper"] = Field(
+        default="tuned",
+        description="tuned: this project's measured defaults (floors, masked scaffolds for the local model); "
+        "paper: eq. 7-19 as written (no floors, no map cut, scaffolds with names, no answer-form check), for "
+        "every setting not given explicitly.",
+    )
     enabled: bool = Field(default=True, description="Read and write experiences (False: plain LinearRAG).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_profile(cls, data: Any) -> Any:
+        """profile=paper fills :data:`PAPER_EXPERIENCE` under every field not given explicitly."""
+        if isinstance(data, dict) and data.get("profile") == "paper":
+            return {**PAPER_EXPERIENCE, **data}
+        return data
+
     alpha: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 7/17 weight of the query-embedding term.")
     beta: float = Field(default=0.5, ge=0, description="Eq. 8 fusion strength.")
     tau_s: float = Field(default=0.1, gt=0, description="Eq. 9 softmax temperature.")
@@ -374,6 +403,24 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     api: APISettings = Field(default_factory=APISettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="WARNING", description="Logging level.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_gates(cls, data: Any) -> Any:
+        """experience.profile=paper also fills :data:`PAPER_GATES` under gate settings not given explicitly."""
+        if not isinstance(data, dict):
+            return data
+        exp = data.get("experience")
+        profile = exp.get("profile") if isinstance(exp, dict) else getattr(exp, "profile", None)
+        if profile != "paper":
+            return data
+        gates = data.get("gates")
+        if gates is None or isinstance(gates, dict):
+            return {**data, "gates": {**PAPER_GATES, **(gates or {})}}
+        if isinstance(gates, GateSettings):
+            keep = {k: v for k, v in PAPER_GATES.items() if k not in gates.model_fields_set}
+            return {**data, "gates": gates.model_copy(update=keep)}
+        return data
 
 
 def _describe(err: ValidationError) -> str:

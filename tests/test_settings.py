@@ -114,3 +114,25 @@ def test_explicit_overrides() -> None:
     assert s.gates.tau_novel == 0.9
     with pytest.raises(ConfigError, match=r"gates\.tau_nli"):
         get_settings(gates={"tau_nli": 3})
+
+
+def test_the_paper_profile_writes_the_equations_as_the_paper_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """experience.profile=paper: no floors, no map cut, scaffolds with names, no answer-form check; an
+    explicitly given setting still wins, and the tuned profile keeps this project's defaults."""
+    from livingrag.config import PAPER_EXPERIENCE, ExperienceSettings, get_settings
+
+    tuned = get_settings()
+    assert tuned.experience.profile == "tuned" and tuned.experience.fusion_floor == 0.5 and tuned.gates.answer_form
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__PROFILE", "paper")
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__SCAFFOLD_FLOOR", "0.2")
+    paper = get_settings()
+    e = paper.experience
+    assert (e.fusion_floor, e.fusion_template_floor, e.top_h, e.scaffold_entities, e.scaffold_template_floor) == (
+        -1.0, 0.0, None, "keep", 0.0,
+    )  # fmt: skip
+    assert e.scaffold_floor == 0.2 and e.top_k == tuned.experience.top_k
+    assert paper.gates.answer_form is False
+    assert ExperienceSettings(profile="paper").model_dump(include=set(PAPER_EXPERIENCE)) == PAPER_EXPERIENCE
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__PROFILE", "papers")
+    with pytest.raises(ConfigError, match="LIVINGRAG_EXPERIENCE__PROFILE"):
+        get_settings()

@@ -114,7 +114,12 @@ def stream(
         dataset=data,
         judge=cfg.judge,
         prices=prices,
-        config=cfg.identity() | {"concurrency": concurrency, "llm": f"{settings.llm.provider}:{settings.llm.model}"},
+        config=cfg.identity()
+        | {
+            "concurrency": concurrency,
+            "llm": f"{settings.llm.provider}:{settings.llm.model}",
+            "experience_profile": settings.experience.profile,
+        },
     )
     _print_summary(out)
     console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/dim]")

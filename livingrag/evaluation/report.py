@@ -422,7 +422,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"- Prices: ${p['prompt_per_m']:.2f} per million prompt tokens, "
         f"${p['completion_per_m']:.2f} per million completion tokens"
     )
-    for k in ("model", "seed", "limit", "retrieval_preset", "notes"):
+    for k in ("model", "llm", "experience_profile", "seed", "limit", "retrieval_preset", "notes"):
         if cfg.get(k) is not None:
             add(f"- {k.replace('_', ' ').capitalize()}: {cfg[k]}")
     if row:
