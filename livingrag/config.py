@@ -184,6 +184,7 @@ PAPER_EXPERIENCE: dict[str, Any] = {
     "scaffold_entities": "keep",
     "scaffold_floor": 0.0,
     "scaffold_template_floor": 0.0,
+    "answer_reuse": False,
 }
 """``experience.profile=paper``: eq. 7-13 as the paper writes them (no floors, no map truncation, scaffolds
 with their names); the paper states no K, so ``top_k`` keeps its value. Explicit settings still win."""
@@ -201,6 +202,11 @@ class ExperienceSettings(_Group):
         "every setting not given explicitly.",
     )
     enabled: bool = Field(default=True, description="Read and write experiences (False: plain LinearRAG).")
+    answer_reuse: bool = Field(
+        default=True,
+        description="Answer a repeated question (same words, ignoring case and punctuation) from the active, "
+        "gated experience of its earlier asking without an LLM call.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -111,7 +111,12 @@ def test_stream_writes_records_and_report(env: OpenAICompatServer, dataset: Path
     assert acc["linear"]["llm_acc"] is None and "judge" in (acc["linear"]["llm_acc_reason"] or "")
 
 
-def test_stream_resumes_without_duplicates(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
+def test_stream_resumes_without_duplicates(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The torn question's experience survives the interruption (the store is the run's own); with answer
+    # reuse on, its second asking would be answered from that experience without an LLM call.
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__ANSWER_REUSE", "false")
     out = tmp_path / "run"
     _stream(dataset, out, "--systems", "living", "--limit", "3")
     first = read_records_jsonl(out / RECORDS_JSONL)

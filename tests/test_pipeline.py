@@ -20,6 +20,7 @@ from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
+from livingrag.experience import lifecycle
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
@@ -470,7 +471,8 @@ def test_no_gate_stores_what_the_novelty_gate_rejects(
     db: Database, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
 ) -> None:
     tenant_id, corpus = clean
-    rag = make_rag("offline", store_verifier=GatedVerifier(delay_s=0))
+    # answer reuse off: the same question again must reach the gates, not the stored answer
+    rag = make_rag("offline", store_verifier=GatedVerifier(delay_s=0), experience={"answer_reuse": False})
     e1 = store_first(rag, tenant_id, corpus)
     # the same question again: a duplicate, which the novelty gate rejects
     gated = rag.answer(Q1, tenant=tenant_id, corpus=corpus.id)
@@ -653,3 +655,79 @@ def test_bench_pipeline_on_a_tiny_dataset(db: Database, tmp_path: Any) -> None:
     assert out["questions_fused"] >= 3  # the repeats at least meet their first answer's experience
     assert out["settings"]["llm"]["provider"] == "openai" and out["settings"]["gates"]["verifier_resolved"] == "none"
     assert "overhead p50" in format_report(out)
+
+
+# ---------------------------------------------------------------- answer reuse
+
+REPEAT = "  where was the DIRECTOR of Silver Harbor born  "  # Q1 in other case, spacing and punctuation
+
+
+@pytest.fixture
+def stored(
+    clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> Iterator[tuple[LivingRAG, int, CorpusInfo, int, str]]:
+    tenant_id, corpus = clean
+    rag = make_rag()
+    first = rag.answer(Q1, tenant=tenant_id, corpus=corpus.name)
+    assert first.writeback is not None
+    wb = first.writeback.result(timeout=120)
+    assert wb.decision == "stored" and wb.experience_id is not None
+    yield rag, tenant_id, corpus, wb.experience_id, first.answer
+
+
+def test_a_repeated_question_is_answered_from_its_experience_without_the_llm(
+    db: Database, server: OpenAICompatServer, stored: tuple[LivingRAG, int, CorpusInfo, int, str]
+) -> None:
+    rag, tenant_id, corpus, exp_id, first_answer = stored
+    n_req = len(server.requests)
+    a = rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name)
+    assert len(server.requests) == n_req  # no LLM call
+    assert a.reused_from == exp_id and a.answer == first_answer
+    assert (a.prompt_tokens, a.completion_tokens, a.cost_usd) == (0, 0, 0.0)
+    assert a.completion.usage_source == "reuse" and a.writeback is None and a.passages
+    assert f"experience {exp_id}" in a.explanation
+    (row,) = rows(db, tenant_id, "SELECT * FROM query_log WHERE id = :i", i=a.query_log_id)
+    assert row["reused_experience_id"] == exp_id and row["answer"] == first_answer and row["completion_tokens"] == 0
+    # a question with other words, and the linear mode, still ask the LLM
+    b = rag.answer(Q2, tenant=tenant_id, corpus=corpus.name)
+    assert b.reused_from is None and len(server.requests) == n_req + 1
+    c = rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name, mode="linear")
+    assert c.reused_from is None and len(server.requests) == n_req + 2
+    (row,) = rows(db, tenant_id, "SELECT * FROM query_log WHERE id = :i", i=c.query_log_id)
+    assert row["reused_experience_id"] is None
+
+
+def test_no_reuse_once_a_cited_passage_changed(
+    db: Database, server: OpenAICompatServer, stored: tuple[LivingRAG, int, CorpusInfo, int, str]
+) -> None:
+    rag, tenant_id, corpus, exp_id, _ = stored
+    (exp,) = rows(db, tenant_id, "SELECT source_passage_ids FROM experiences WHERE id = :i", i=exp_id)
+    with db.tenant_session(tenant_id) as s:
+        lifecycle.mark_stale_on_passage_change(s, corpus.id, [exp["source_passage_ids"][0]], "updated")
+    n_req = len(server.requests)
+    a = rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name)
+    assert a.reused_from is None and len(server.requests) == n_req + 1
+
+
+def test_no_reuse_of_an_ungated_experience(
+    server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    tenant_id, corpus = clean
+    rag = make_rag()
+    first = rag.answer(Q1, tenant=tenant_id, corpus=corpus.name, ablations=["gate"])  # stored without the gates
+    assert first.writeback is not None and first.writeback.result(timeout=120).decision == "stored"
+    n_req = len(server.requests)
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    assert len(server.requests) == n_req + 1
+
+
+def test_no_reuse_when_switched_off(
+    server: OpenAICompatServer,
+    stored: tuple[LivingRAG, int, CorpusInfo, int, str],
+    make_rag: Callable[..., LivingRAG],
+) -> None:
+    _, tenant_id, corpus, _, _ = stored
+    n_req = len(server.requests)
+    off = make_rag(experience={"answer_reuse": False})
+    assert off.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    assert len(server.requests) == n_req + 1

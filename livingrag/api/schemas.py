@@ -181,6 +181,11 @@ class AskOut(BaseModel):
     latency_ms: dict[str, float]
     query_log_id: int | None
     writeback: Literal["queued", "none"] = Field(description="queued: the experience write-back runs later.")
+    reused_from: int | None = Field(
+        default=None,
+        description="The experience whose answer was given again for this repeated question (no LLM call; "
+        "experience.answer_reuse), else null.",
+    )
 
 
 # ---------------------------------------------------------------- experiences

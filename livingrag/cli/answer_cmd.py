@@ -86,6 +86,7 @@ def answer_dict(a: Answer) -> dict[str, Any]:
         "cost_usd": a.cost_usd,
         "latency_ms": {k: round(v, 2) for k, v in a.latency_ms.items()},
         "query_log_id": a.query_log_id,
+        "reused_from": a.reused_from,
     }
 
 
@@ -122,6 +123,8 @@ def _show(a: Answer, passages: int) -> None:
         console.print(f"[bold]experiences fused[/bold]: {fused}")
     if a.scaffold:
         console.print(f"[bold]scaffold[/bold]: #{a.scaffold.experience_id} (s={a.scaffold.score:.2f})")
+    if a.reused_from is not None:
+        console.print(f"[bold]answer reused[/bold] from experience #{a.reused_from} (a repeated question; no LLM call)")
     lat = a.latency_ms
     console.print(
         f"[dim]{a.system}: {a.prompt_tokens} prompt + {a.completion_tokens} completion tokens, "

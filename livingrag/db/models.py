@@ -250,6 +250,7 @@ class QueryLog(Base):
     scaffold_experience_id: Mapped[int | None] = mapped_column(BigInteger)
     passage_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
     error: Mapped[str | None] = mapped_column(Text)
+    reused_experience_id: Mapped[int | None] = mapped_column(BigInteger)  # migration 0004
 
 
 TENANT_OWNED_TABLES: tuple[str, ...] = (

@@ -211,6 +211,7 @@ def make_record(
         masked_question=mask(q.question, enc.mentions),
         fused_experience_ids=a.fused_ids,
         matched_experience_ids=tuple(m.id for m in a.match.top) if a.match is not None else (),
+        reused_experience_id=a.reused_from,
         scaffold_experience_id=a.scaffold_id,
         scaffold_similarity=a.scaffold.template_similarity if a.scaffold else None,
         graph_transfer=graph_transfer,

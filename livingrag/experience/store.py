@@ -455,6 +455,7 @@ class ExperienceStore:
                 confidence=float(gs),
                 grounding={
                     "gs": gs,
+                    "gated": gated,  # answer reuse gives only gated experiences' answers again
                     "tau_nli": self.gates.tau_nli,
                     "claims": details.get("claims", []),
                     **resolved.record(),

@@ -63,6 +63,9 @@ def run_pipeline_bench(
     say = log or (lambda _msg: None)
     tenant_id, corpus, _, _ = ensure_bench_corpus(db, settings, dataset, tenant=tenant, progress=progress)
     settings = bench_settings(settings, dataset)
+    # The benchmark times the whole answer path; a repeated question answered from the store (answer
+    # reuse) would skip the prompt and the LLM call, so reuse is off here (the report shows it).
+    settings.experience.answer_reuse = False
     questions = dataset.questions[:limit] if limit else dataset.questions
 
     server = None

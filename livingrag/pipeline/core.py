@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from livingrag.db.repositories import corpora, tenants
 from livingrag.db.repositories import experiences as experience_repo
+from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import InvalidInput, LivingRAGError, LLMError
+from livingrag.experience.answer_reuse import pick_repeat
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import mask, mask_scaffold
@@ -87,6 +89,8 @@ class Answer:
     candidate: ExperienceCandidate | None = field(default=None, compare=False, repr=False)
     """The write-back candidate when the caller deferred it (``answer(defer_writeback=True)``)."""
     gated: bool = field(default=True, compare=False, repr=False)
+    reused_from: int | None = None
+    """The experience whose answer was given again for this repeated question (no LLM call), else None."""
 
     @property
     def fused_ids(self) -> tuple[int, ...]:
@@ -236,6 +240,13 @@ class LivingRAG:
         result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
         lat["retrieve"] = _ms(t)
 
+        if match is not None and match.top and self.settings.experience.answer_reuse:
+            t = time.perf_counter()
+            repeat = self._repeat_of(tenant_id, q, match)
+            lat["reuse"] = _ms(t)
+            if repeat is not None:
+                return self._reused_answer(tenant_id, info.id, q, m, result, match, repeat, lat, t0)
+
         t = time.perf_counter()
         scaffold = match.scaffold if (match is not None and m.scaffold) else None
         prompt = build_qa_prompt(
@@ -323,6 +334,85 @@ class LivingRAG:
             writeback=future,
             candidate=candidate,
             gated=m.gated,
+        )
+
+    def _repeat_of(self, tenant_id: int, q: str, match: MatchResult) -> ReusableExperience | None:
+        """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any."""
+        ids = [e.id for e in match.top]
+        with self.db.tenant_session(tenant_id) as s:
+            usable = experience_repo.reusable_experiences(
+                s, ids, min_confidence=self.settings.gates.tau_gs, now=datetime.now(UTC)
+            )
+        chosen = pick_repeat(q, [(e.id, e.query) for e in usable])
+        return next((e for e in usable if e.id == chosen), None)
+
+    def _reused_answer(
+        self,
+        tenant_id: int,
+        corpus_id: int,
+        q: str,
+        m: Mode,
+        result: RetrievalResult,
+        match: MatchResult,
+        repeat: ReusableExperience,
+        lat: dict[str, float],
+        t0: float,
+    ) -> Answer:
+        """The earlier answer of ``repeat`` for a repeated question: no prompt, no LLM call, no write-back
+        (it would only repeat the experience); the query log names the experience."""
+        lat["llm"] = 0.0
+        completion = Completion(
+            text=repeat.answer,
+            prompt_tokens=0,
+            completion_tokens=0,
+            model=f"reuse:experience {repeat.id}",
+            latency_s=0.0,
+            usage_source="reuse",
+        )
+        explanation = f"Reused the answer of experience {repeat.id}, stored for the same question: {repeat.query!r}."
+        t = time.perf_counter()
+        lat["total"] = _ms(t0)
+        lat["overhead"] = lat["total"] - lat["setup"]
+        with self.db.tenant_session(tenant_id) as s:
+            log_id = insert_query_log(
+                s,
+                tenant_id=tenant_id,
+                corpus_id=corpus_id,
+                query=q,
+                mode=m.system,
+                answer=repeat.answer,
+                model=completion.model,
+                prompt_tokens=0,
+                completion_tokens=0,
+                cost_usd=0.0,
+                latencies=lat,
+                fused_experience_ids=[],
+                scaffold_experience_id=None,
+                passage_ids=[p.id for p in result.passages],
+                reused_experience_id=repeat.id,
+            )
+        lat["log"] = _ms(t)
+        lat["total"] = _ms(t0)
+        lat["overhead"] = lat["total"] - lat["setup"]
+        return Answer(
+            question=q,
+            answer=repeat.answer,
+            explanation=explanation,
+            system=m.system,
+            passages=result.passages,
+            fused=(),
+            scaffold=None,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost_usd=0.0,
+            latency_ms=lat,
+            query_log_id=log_id,
+            retrieval=result,
+            match=match,
+            completion=completion,
+            prompt_id="reuse",
+            gated=m.gated,
+            reused_from=repeat.id,
         )
 
     def submit_writeback(self, answer: Answer) -> Future[WriteBackResult] | None:

@@ -63,4 +63,5 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         latency_ms={k: round(v, 2) for k, v in a.latency_ms.items()},
         query_log_id=a.query_log_id,
         writeback="queued" if a.writeback is not None else "none",
+        reused_from=a.reused_from,
     )

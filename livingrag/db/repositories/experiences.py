@@ -682,6 +682,37 @@ def list_experiences(
     return [ExperienceRecord(*r) for r in rows]
 
 
+@dataclass(frozen=True)
+class ReusableExperience:
+    """An experience whose answer may be given again for a repeated question."""
+
+    id: int
+    query: str
+    answer: str
+    summary: str
+    confidence: float
+    source_passage_ids: tuple[int, ...]
+
+
+def reusable_experiences(
+    session: Session, ids: Sequence[int], *, min_confidence: float, now: datetime
+) -> list[ReusableExperience]:
+    """Of ``ids``, the experiences active now (not stale, not expired), stored through the gates
+    (``grounding.gated``) with confidence (GS) at least ``min_confidence``; in the order of ``ids``."""
+    if not ids:
+        return []
+    rows = session.execute(
+        text(
+            "SELECT id, query, answer, summary, confidence, source_passage_ids FROM experiences"
+            " WHERE id = ANY(:ids) AND NOT stale AND (expires_at IS NULL OR expires_at > :now)"
+            " AND confidence >= :minc AND (grounding ->> 'gated') = 'true'"
+        ),
+        {"ids": [int(i) for i in ids], "now": now, "minc": float(min_confidence)},
+    ).all()
+    found = {int(r[0]): ReusableExperience(int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ())) for r in rows}
+    return [found[int(i)] for i in ids if int(i) in found]
+
+
 def get_experience(session: Session, experience_id: int) -> ExperienceRecord:
     rows = session.execute(
         text(

@@ -26,6 +26,7 @@ def insert_query_log(
     scaffold_experience_id: int | None,
     passage_ids: Sequence[int],
     error: str | None = None,
+    reused_experience_id: int | None = None,
 ) -> int:
     """Insert one row and return its id."""
     return int(
@@ -33,8 +34,8 @@ def insert_query_log(
             text(
                 "INSERT INTO query_log (tenant_id, corpus_id, query, mode, answer, model, prompt_tokens,"
                 " completion_tokens, cost_usd, latencies, fused_experience_ids, scaffold_experience_id, passage_ids,"
-                " error) VALUES (:t, :c, :q, :m, :a, :model, :pt, :ct, :cost, CAST(:lat AS jsonb), :fused, :scaf,"
-                " :pids, :err) RETURNING id"
+                " error, reused_experience_id) VALUES (:t, :c, :q, :m, :a, :model, :pt, :ct, :cost,"
+                " CAST(:lat AS jsonb), :fused, :scaf, :pids, :err, :reused) RETURNING id"
             ),
             {
                 "t": tenant_id,
@@ -50,6 +51,7 @@ def insert_query_log(
                 "fused": [int(i) for i in fused_experience_ids],
                 "scaf": scaffold_experience_id,
                 "pids": [int(i) for i in passage_ids],
+                "reused": reused_experience_id,
                 "err": error,
             },
         ).scalar_one()
