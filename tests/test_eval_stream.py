@@ -168,3 +168,23 @@ def test_a_failed_answer_is_recorded_and_the_stream_goes_on(
     failed = [r for r in records if r.error is not None]
     assert len(failed) == 1 and "SIGSEGV" in (failed[0].error or "") and failed[0].position == 0
     assert all(r.completion_tokens > 0 for r in records if r.error is None)
+
+
+def test_a_repeat_stream_answers_repeats_from_the_store(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
+    """--repeat-share asks a share of the questions again later; LivingRAG answers a repeat of a stored
+    (gated) experience without the LLM, LinearRAG asks the LLM every time; the report counts both."""
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "linear,living", "--repeat-share", "0.5", "--concurrency", "1")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    for system in ("linear", "living"):
+        run = [r for r in records if r.system == system]
+        assert len(run) == N + 3 and sum(r.question_id.endswith("#repeat") for r in run) == 3
+    linear = [r for r in records if r.system == "linear"]
+    living = [r for r in records if r.system == "living"]
+    assert all(r.reused_experience_id is None for r in linear)
+    reused = [r for r in living if r.reused_experience_id is not None]
+    assert reused and all(r.question_id.endswith("#repeat") and r.completion_tokens == 0 for r in reused)
+    first = {r.question_id: r for r in living}
+    assert all(r.prediction == first[r.question_id.removesuffix("#repeat")].prediction for r in reused)
+    report = (out / "report.md").read_text()
+    assert "## Repeated questions (answer reuse)" in report and "## Paired against LinearRAG" in report

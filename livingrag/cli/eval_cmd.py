@@ -44,6 +44,14 @@ def stream(
     orders: int = typer.Option(1, "--orders", min=1, max=100, help="Stream orders (0 = dataset order)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the shuffled orders."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="The first N questions only."),
+    repeat_share: float = typer.Option(
+        0.0,
+        "--repeat-share",
+        min=0.0,
+        max=1.0,
+        help="Ask this share of the questions again later (verbatim or in other case and punctuation; ids end "
+        "in #repeat): a repeat stream for answer reuse. 0: none.",
+    ),
     concurrency: int | None = typer.Option(
         None, "--concurrency", min=1, max=64, help="Questions in flight (default: llm.concurrency; 2 for local)."
     ),
@@ -70,6 +78,15 @@ def stream(
     settings = load_settings()
     names = parse_systems(systems, ablations)
     data = load_dataset(dataset, data_dir, limit=limit)
+    if repeat_share:
+        from dataclasses import replace
+
+        from livingrag.evaluation.repeats import with_repeats
+
+        try:
+            data = replace(data, questions=with_repeats(data.questions, repeat_share, seed=seed))
+        except ValueError as exc:
+            raise InvalidInput(f"--repeat-share: {exc}") from None
     if concurrency is None:
         concurrency = 2 if settings.llm.provider == "local" else settings.llm.concurrency
     judge_obj = None
@@ -88,6 +105,7 @@ def stream(
         concurrency=concurrency,
         judge=judge_obj.name if judge_obj else None,
         question_ids=tuple(q.id for q in data.questions),
+        repeat_share=repeat_share,
     )
     err_console.print(
         f"[dim]{dataset}: {len(data.questions)} questions, {len(data.corpus)} documents; systems "

@@ -33,6 +33,7 @@ from livingrag.evaluation.records import (
     system_label,
     write_records_csv,
 )
+from livingrag.evaluation.repeats import REPEAT_MARK, repeat_stats
 from livingrag.evaluation.reuse import (
     GRAPH_TOP_K,
     JACCARD_THRESHOLD,
@@ -262,6 +263,8 @@ def build_results(
             for row in paired_deltas(all_living, all_linear, metric=acc_metric, template_threshold=template_threshold)
         ]
     tables["paired"] = paired_rows(runs)
+    if any(r.question_id.endswith(REPEAT_MARK) for r in records):
+        tables["repeats"] = [asdict(x) for x in repeat_stats(records)]
     tables["orders"] = asdict(
         order_robustness(records, prices=prices, judge=judge, template_threshold=template_threshold)
     )
@@ -342,6 +345,48 @@ def _interval(d: dict[str, Any] | None, scale: float, digits: int) -> str:
     if not d:
         return DASH
     return f"{scale * d['diff']:+.{digits}f} [{scale * d['lo']:+.{digits}f}, {scale * d['hi']:+.{digits}f}]"
+
+
+def _repeats_section(rows: Sequence[dict[str, Any]]) -> str:
+    """A repeat stream's LLM calls and completion tokens per system, against LinearRAG's."""
+    base = next((r for r in rows if r["system"] == SYSTEM_LINEAR), None)
+
+    def vs(value: int, key: str) -> str:
+        if base is None or not base[key]:
+            return f"{value:,}"
+        return f"{value:,} ({100 * (value - base[key]) / base[key]:+.1f}%)"
+
+    table = [
+        [
+            r["system"],
+            str(r["questions"]),
+            str(r["repeats"]),
+            str(r["reused"]),
+            vs(r["llm_calls"], "llm_calls"),
+            vs(r["completion_tokens"], "completion_tokens"),
+            f"{r['worse']} / {r['better']}",
+        ]
+        for r in rows
+    ]
+    return "\n".join(
+        [
+            "\n## Repeated questions (answer reuse)\n",
+            _table(
+                [
+                    "System",
+                    "Questions",
+                    "Repeats",
+                    "Answered from the store",
+                    "LLM calls (vs LinearRAG)",
+                    "Completion tokens (vs LinearRAG)",
+                    "Repeats worse / better than their first answer",
+                ],
+                table,
+            ),
+            "\nA repeat is a question asked again later in the stream (verbatim or in other case and "
+            "punctuation; `--repeat-share`). Worse: the first asking was Contain-correct and the repeat is not.",
+        ]
+    )
 
 
 def _paired_section(rows: Sequence[dict[str, Any]]) -> str:
@@ -797,6 +842,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         add("Needs a LivingRAG run.")
 
     add(_paired_section(t.get("paired") or []))
+    if t.get("repeats"):
+        add(_repeats_section(t["repeats"]))
 
     # Table 17
     add("\n## Benefit by realised reuse signal (paper Table 17)\n")

@@ -72,11 +72,15 @@ class StreamConfig:
     concurrency: int = 1
     judge: str | None = None
     question_ids: tuple[str, ...] = field(default=(), repr=False)
+    repeat_share: float = 0.0
 
     def identity(self) -> dict[str, Any]:
-        """The fields a resumed run must share with the interrupted one."""
+        """The fields a resumed run must share with the interrupted one (``repeat_share`` only when set,
+        so that runs recorded before it existed still resume)."""
         d = asdict(self)
         d.pop("concurrency")
+        if not d["repeat_share"]:
+            d.pop("repeat_share")
         d["systems"] = list(self.systems)
         d["question_ids"] = list(self.question_ids)
         return d
