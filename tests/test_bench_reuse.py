@@ -200,12 +200,12 @@ def test_bench_reuse_end_to_end_on_a_tiny_stream(db: Any, tmp_path: Path) -> Non
     assert "bound: base ∪ related gold" in rows
     for r in rows.values():
         for k in (2, 5):
-            assert 0.0 <= r[f"recall_at_{k}"] <= 1.0 and len(r[f"recall_at_{k}_by_order"]) == 2
+            assert 0.0 <= r[f"passage_recall_at_{k}"] <= 1.0 and len(r[f"passage_recall_at_{k}_by_order"]) == 2
     # the base retriever does not depend on the order, and bounds are never below it
     b = rows["base"]
-    assert b["recall_at_5_by_order"][0] == b["recall_at_5_by_order"][1]
-    assert rows["bound: base ∪ related gold"]["recall_at_5"] >= b["recall_at_5"]
-    assert rows["bound: base ∪ related retrieved"]["recall_at_5"] >= b["recall_at_5"]
+    assert b["passage_recall_at_5_by_order"][0] == b["passage_recall_at_5_by_order"][1]
+    assert rows["bound: base ∪ related gold"]["passage_recall_at_5"] >= b["passage_recall_at_5"]
+    assert rows["bound: base ∪ related retrieved"]["passage_recall_at_5"] >= b["passage_recall_at_5"]
     # exactly one question (the third of the file) shares sub-questions with an earlier one, in every
     # order where it comes after the first; order 0 is the file order
     assert out["per_order"][0]["counts"]["related_exists"] == 1

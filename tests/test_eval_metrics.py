@@ -13,6 +13,7 @@ from livingrag.evaluation.metrics import (
     JUDGE_PROMPTS,
     Judge,
     Prices,
+    all_gold_recall_at_k,
     contain_match,
     exact_match,
     format_gold,
@@ -21,7 +22,6 @@ from livingrag.evaluation.metrics import (
     normalize_answer,
     parse_verdict,
     passage_recall_at_k,
-    recall_at_k,
     relative_delta,
     score_answer,
     summarize_run,
@@ -55,11 +55,11 @@ def test_contain_em_f1() -> None:
 
 def test_recall() -> None:
     ranked = ["a", "b", "c", "d", "e", "f"]
-    assert recall_at_k(ranked, {"a", "c"}, 2) == 0.0
-    assert recall_at_k(ranked, {"a", "c"}, 5) == 1.0
+    assert all_gold_recall_at_k(ranked, {"a", "c"}, 2) == 0.0
+    assert all_gold_recall_at_k(ranked, {"a", "c"}, 5) == 1.0
     assert passage_recall_at_k(ranked, {"a", "c"}, 2) == 0.5
     assert passage_recall_at_k(ranked, {"a", "f", "x", "y"}, 5) == 0.25
-    assert recall_at_k(ranked, set(), 5) is None and passage_recall_at_k(ranked, (), 5) is None
+    assert all_gold_recall_at_k(ranked, set(), 5) is None and passage_recall_at_k(ranked, (), 5) is None
 
 
 def test_tokens_cost_timing() -> None:
@@ -88,7 +88,7 @@ def test_summarize_run() -> None:
     s = summarize_run(recs, prices=Prices(), judge="judge-model")
     assert (s.queries, s.contain_acc, s.em, s.f1) == (2, 0.5, 0.5, 0.5)
     assert (s.llm_acc.value, s.llm_acc.judged, s.llm_acc.total) == (1.0, 1, 2)
-    assert (s.recall_at_2, s.recall_at_5) == (0.5, 1.0)  # q1: y is 3rd; q2: x is 2nd
+    assert (s.all_gold_recall_at_2, s.all_gold_recall_at_5) == (0.5, 1.0)  # q1: y is 3rd; q2: x is 2nd
     assert (s.passage_recall_at_2, s.passage_recall_at_5) == (0.75, 1.0)
     assert (s.tokens.prompt_mean, s.tokens.completion_mean) == (200.0, 20.0)
     assert s.timing.retrieval_s == pytest.approx(0.2) and s.timing.llm_s == 2.0

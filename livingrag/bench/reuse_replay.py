@@ -406,7 +406,7 @@ def run_reuse_bench(
             per_order.append(
                 {
                     "order": o,
-                    "recall": {x: {f"recall_at_{k}": mean(rec[x][k]) for k in KS} for x in rec},
+                    "recall": {x: {f"passage_recall_at_{k}": mean(rec[x][k]) for k in KS} for x in rec},
                     "counts": counts,
                     "fused": fused,
                     "graph_transfer": transfer,
@@ -457,21 +457,21 @@ def _summarise(
     per_order: list[dict[str, Any]], *, names: list[str], bounds: list[str], n: int, meta: dict[str, Any]
 ) -> dict[str, Any]:
     rows = []
-    base = {k: mean_std([po["recall"]["base"][f"recall_at_{k}"] for po in per_order])[0] for k in KS}
+    base = {k: mean_std([po["recall"]["base"][f"passage_recall_at_{k}"] for po in per_order])[0] for k in KS}
     fused = per_order[0]["fused"] if per_order else {}
     transfer = per_order[0]["graph_transfer"] if per_order else {}
     for x in names + bounds:
         kind = "base" if x == "base" else "bound" if x in bounds else "oracle" if x.startswith("oracle") else "variant"
         row: dict[str, Any] = {"name": x, "kind": kind}
         for k in KS:
-            by_order = [po["recall"][x][f"recall_at_{k}"] for po in per_order]
+            by_order = [po["recall"][x][f"passage_recall_at_{k}"] for po in per_order]
             m, s = mean_std(by_order)
-            row[f"recall_at_{k}"] = None if m is None else round(m, 4)
-            row[f"recall_at_{k}_std"] = None if s is None else round(s, 4)
-            row[f"recall_at_{k}_by_order"] = [None if v is None else round(v, 4) for v in by_order]
+            row[f"passage_recall_at_{k}"] = None if m is None else round(m, 4)
+            row[f"passage_recall_at_{k}_std"] = None if s is None else round(s, 4)
+            row[f"passage_recall_at_{k}_by_order"] = [None if v is None else round(v, 4) for v in by_order]
         for k in KS:
-            m, b = row[f"recall_at_{k}"], base[k]
-            row[f"delta_recall_at_{k}"] = None if m is None or b is None else round(m - b, 4) + 0.0  # no -0.0
+            m, b = row[f"passage_recall_at_{k}"], base[k]
+            row[f"delta_passage_recall_at_{k}"] = None if m is None or b is None else round(m - b, 4) + 0.0  # no -0.0
         if x in fused:
             row["used_share"] = round(float(np.mean([po["fused"][x] / max(n, 1) for po in per_order])), 4)
         if x in transfer:
@@ -540,9 +540,10 @@ def format_report(out: dict[str, Any]) -> str:
         used = row.get("used_share")
         tr = row.get("graph_transfer_share")
         lines.append(
-            f"{row['name']:{w}}  {f(row['recall_at_2'])} {f(row['recall_at_2_std'], 5)}  {f(row['recall_at_5'])} "
-            f"{f(row['recall_at_5_std'], 5)}  {f(row['delta_recall_at_2'], sign=True)} "
-            f"{f(row['delta_recall_at_5'], sign=True)}  {'-' if used is None else f'{used:5.0%}':>5} "
+            f"{row['name']:{w}}  {f(row['passage_recall_at_2'])} {f(row['passage_recall_at_2_std'], 5)}  "
+            f"{f(row['passage_recall_at_5'])} {f(row['passage_recall_at_5_std'], 5)}  "
+            f"{f(row['delta_passage_recall_at_2'], sign=True)} "
+            f"{f(row['delta_passage_recall_at_5'], sign=True)}  {'-' if used is None else f'{used:5.0%}':>5} "
             f"{'-' if tr is None else f'{tr:8.0%}':>8}"
         )
     lines.append(

@@ -48,11 +48,11 @@ def retrieval(
         return
     table = Table("metric", "value", title=f"retrieval benchmark: {out['dataset']} ({out['questions']} questions)")
     for key in (
-        "recall_at_2",
-        "recall_at_5",
+        "passage_recall_at_2",
+        "passage_recall_at_5",
         "dense_recall_at_5",
-        "full_recall_at_2",
-        "full_recall_at_5",
+        "all_gold_recall_at_2",
+        "all_gold_recall_at_5",
         "dense_fallback_rate",
         "retrieval_ms_p50",
         "retrieval_ms_p95",

@@ -93,7 +93,7 @@ def score_answer(prediction: str, answers: Sequence[str]) -> AnswerScores:
 # Retrieval
 
 
-def recall_at_k(retrieved: Sequence[str], gold: Collection[str], k: int) -> float | None:
+def all_gold_recall_at_k(retrieved: Sequence[str], gold: Collection[str], k: int) -> float | None:
     """1.0 when every gold passage is in the top ``k`` retrieved keys, else 0.0; None without gold."""
     if not gold:
         return None
@@ -301,8 +301,8 @@ class RunSummary:
     f1: float
     llm_acc: LLMAccuracy
     questions_with_gold: int
-    recall_at_2: float | None
-    recall_at_5: float | None
+    all_gold_recall_at_2: float | None
+    all_gold_recall_at_5: float | None
     passage_recall_at_2: float | None
     passage_recall_at_5: float | None
     tokens: TokenSummary
@@ -321,7 +321,11 @@ def summarize_run(records: Sequence[QueryRecord], *, prices: Prices, judge: str 
     n = len(records)
 
     def rec(r: QueryRecord, k: int) -> float | None:
-        return recall_at_k(r.retrieved_keys, r.gold_keys, k) if r.gold_keys else getattr(r, f"recall_at_{k}")
+        return (
+            all_gold_recall_at_k(r.retrieved_keys, r.gold_keys, k)
+            if r.gold_keys
+            else getattr(r, f"all_gold_recall_at_{k}")
+        )
 
     return RunSummary(
         system=system,
@@ -332,9 +336,9 @@ def summarize_run(records: Sequence[QueryRecord], *, prices: Prices, judge: str 
         em=sum(r.em for r in records) / n,
         f1=sum(r.f1 for r in records) / n,
         llm_acc=llm_accuracy([r.llm_correct for r in records], judge=judge),
-        questions_with_gold=sum(1 for r in records if r.gold_keys or r.recall_at_5 is not None),
-        recall_at_2=mean_or_none([rec(r, 2) for r in records]),
-        recall_at_5=mean_or_none([rec(r, 5) for r in records]),
+        questions_with_gold=sum(1 for r in records if r.gold_keys or r.all_gold_recall_at_5 is not None),
+        all_gold_recall_at_2=mean_or_none([rec(r, 2) for r in records]),
+        all_gold_recall_at_5=mean_or_none([rec(r, 5) for r in records]),
         passage_recall_at_2=mean_or_none([passage_recall_at_k(r.retrieved_keys, r.gold_keys, 2) for r in records]),
         passage_recall_at_5=mean_or_none([passage_recall_at_k(r.retrieved_keys, r.gold_keys, 5) for r in records]),
         tokens=token_summary([r.prompt_tokens for r in records], [r.completion_tokens for r in records], prices),

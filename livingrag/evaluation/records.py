@@ -57,7 +57,7 @@ class QueryRecord:
     model's reasoning text), ``contain_correct``/``em``/``f1``, ``llm_correct`` (None: not judged).
 
     Retrieval: ``gold_keys`` and ranked ``retrieved_keys`` (corpus keys of the dataset),
-    ``recall_at_2``/``recall_at_5`` (1.0 when all gold passages are in the top k; None without gold).
+    ``all_gold_recall_at_2``/``all_gold_recall_at_5`` (1.0 when all gold passages are in the top k; None without gold).
 
     Cost and time: ``prompt_tokens``, ``completion_tokens`` (answer generation only; judge calls are
     not counted), ``cost_usd``, ``retrieval_s``, ``llm_s``, ``validation_s`` (None for LinearRAG).
@@ -91,8 +91,8 @@ class QueryRecord:
     llm_correct: bool | None = None
     gold_keys: tuple[str, ...] = ()
     retrieved_keys: tuple[str, ...] = ()
-    recall_at_2: float | None = None
-    recall_at_5: float | None = None
+    all_gold_recall_at_2: float | None = None
+    all_gold_recall_at_5: float | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -133,6 +133,7 @@ class QueryRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, where: str = "record") -> QueryRecord:
+        d = {_RENAMED.get(k, k): v for k, v in d.items()}
         unknown = d.keys() - _KINDS.keys()
         if unknown:
             raise InvalidInput(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -147,6 +148,10 @@ class QueryRecord:
             raise InvalidInput(f"{where}: missing field(s) {sorted(missing)}")
         return cls(**vals)
 
+
+_RENAMED = {"recall_at_2": "all_gold_recall_at_2", "recall_at_5": "all_gold_recall_at_5"}
+"""Fields of records written before the rename (``recall_at_k`` meant all-gold here and per-passage in
+the retrieval benchmark; now ``all_gold_recall_at_k`` and ``passage_recall_at_k`` everywhere)."""
 
 # Field kinds drive JSON/CSV coercion.
 _KIND_OF_TYPE = {

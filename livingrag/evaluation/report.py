@@ -206,8 +206,8 @@ def build_results(
         "retrieval": [
             {
                 "system": s,
-                "recall_at_2": v.recall_at_2,
-                "recall_at_5": v.recall_at_5,
+                "all_gold_recall_at_2": v.all_gold_recall_at_2,
+                "all_gold_recall_at_5": v.all_gold_recall_at_5,
                 "passage_recall_at_2": v.passage_recall_at_2,
                 "passage_recall_at_5": v.passage_recall_at_5,
                 "questions_with_gold": v.questions_with_gold,
@@ -539,8 +539,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         _table(
             [
                 "System",
-                "Recall@2 (%)",
-                "Recall@5 (%)",
+                "all-gold R@2 (%)",
+                "all-gold R@5 (%)",
                 "per-passage R@2 (%)",
                 "per-passage R@5 (%)",
                 "questions with gold",
@@ -548,8 +548,8 @@ def render_markdown(results: dict[str, Any]) -> str:
             [
                 [
                     system_label(r["system"]),
-                    _pct(r["recall_at_2"]),
-                    _pct(r["recall_at_5"]),
+                    _pct(r["all_gold_recall_at_2"]),
+                    _pct(r["all_gold_recall_at_5"]),
                     _pct(r["passage_recall_at_2"]),
                     _pct(r["passage_recall_at_5"]),
                     str(r["questions_with_gold"]),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from livingrag.errors import InvalidInput
 from livingrag.evaluation.datasets import Dataset, Question, stream_orders
-from livingrag.evaluation.metrics import recall_at_k, score_answer
+from livingrag.evaluation.metrics import all_gold_recall_at_k, score_answer
 from livingrag.evaluation.records import (
     ABLATION_SYSTEMS,
     DECISION_ERROR,
@@ -202,8 +202,8 @@ def make_record(
         llm_correct=verdict,
         gold_keys=q.gold_keys,
         retrieved_keys=retrieved,
-        recall_at_2=recall_at_k(retrieved, q.gold_keys, 2),
-        recall_at_5=recall_at_k(retrieved, q.gold_keys, 5),
+        all_gold_recall_at_2=all_gold_recall_at_k(retrieved, q.gold_keys, 2),
+        all_gold_recall_at_5=all_gold_recall_at_k(retrieved, q.gold_keys, 5),
         prompt_tokens=a.prompt_tokens,
         completion_tokens=a.completion_tokens,
         cost_usd=a.cost_usd,

@@ -9,9 +9,10 @@ Datasets (HippoRAG formats, see ``../shared/datasets/*/SOURCE.md``):
 * ``hotpotqa``: ``hipporag_train_100/hotpotqa_train{,_corpus}.json`` (corpus = object title ->
   sentences; gold = the titles in ``supporting_facts``).
 
-Recall@k is HippoRAG's: the share of a question's gold passages found in the top k, averaged over
-questions (``full_recall_at_k`` also reports the share of questions with every gold passage in the
-top k). Gold passages are matched by document, so a chunked gold document counts once.
+Recall@k is HippoRAG's, reported as ``passage_recall_at_k``: the share of a question's gold passages
+found in the top k, averaged over questions; ``all_gold_recall_at_k`` is the share of questions with
+every gold passage in the top k (the names mean the same in the evaluation's records and report).
+Gold passages are matched by document, so a chunked gold document counts once.
 """
 
 from __future__ import annotations
@@ -243,9 +244,9 @@ def run_retrieval_bench(
         "bridge_sentences": graph.n_sentences,
     }
     for k in ks:
-        out[f"recall_at_{k}"] = round(float(np.mean(recall[k])), 4) if questions else 0.0
+        out[f"passage_recall_at_{k}"] = round(float(np.mean(recall[k])), 4) if questions else 0.0
     for k in ks:
-        out[f"full_recall_at_{k}"] = round(float(np.mean(full[k])), 4) if questions else 0.0
+        out[f"all_gold_recall_at_{k}"] = round(float(np.mean(full[k])), 4) if questions else 0.0
     out["dense_recall_at_5"] = round(float(np.mean(dense_recall)), 4) if questions else 0.0
     out["dense_fallback_rate"] = round(fallbacks / max(len(questions), 1), 4)
     cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
