@@ -3,9 +3,10 @@ answer containment, experience selection and passage-level memory.
 
 Definitions (``k`` a cut-off, ``G`` a question's gold passages, ``R`` its ranked passages):
 
-* Per-passage recall: ``recall@k = |G ∩ R[:k]| / |G|`` (HippoRAG's Recall@k), ``None`` without gold;
-  a stream's figure is the mean over the questions that have gold. This is *not* the all-gold
-  ``recall_at_k`` of ``livingrag.evaluation.metrics`` (share of questions with every gold passage).
+* Per-passage recall: ``recall@k = |G ∩ R[:k]| / |G|`` (HippoRAG's Recall@k, reported as
+  ``passage_recall_at_k``), ``None`` without gold; a stream's figure is the mean over the questions
+  that have gold. This is *not* ``all_gold_recall_at_k`` of ``livingrag.evaluation.metrics`` (share of
+  questions with every gold passage).
 * Same group (MuSiQue): two questions are related when their decompositions share a single-hop
   sub-question id (``question_decomposition[*].id``).
 * Answer containment (scaffold oracle): an earlier question ``j`` can state an intermediate answer of
