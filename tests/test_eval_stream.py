@@ -188,3 +188,23 @@ def test_a_repeat_stream_answers_repeats_from_the_store(env: OpenAICompatServer,
     assert all(r.prediction == first[r.question_id.removesuffix("#repeat")].prediction for r in reused)
     report = (out / "report.md").read_text()
     assert "## Repeated questions (answer reuse)" in report and "## Paired against LinearRAG" in report
+
+
+def test_linear_answers_each_question_once_over_all_orders(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path
+) -> None:
+    """LinearRAG keeps no state: orders 1.. get order 0's records of the same questions, with no LLM call."""
+    out = tmp_path / "run"
+    calls = len(env.requests)
+    _stream(dataset, out, "--systems", "linear", "--orders", "3", "--seed", "7")
+    assert len(env.requests) == calls + N, "one LLM call per question, not per question and order"
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    assert len(records) == 3 * N
+    first = {r.question_id: r for r in records if r.order == 0}
+    for r in records:
+        assert r.prediction == first[r.question_id].prediction
+        assert r.retrieved_keys == first[r.question_id].retrieved_keys
+        assert (r.order == 0) == ("shared_from_order" not in r.extra)
+    later = sorted((r for r in records if r.order == 1), key=lambda r: r.position)
+    assert [r.position for r in later] == list(range(N))
+    assert [r.question_id for r in later] != [f"q{i}" for i in range(N)], "order 1 is a shuffle"

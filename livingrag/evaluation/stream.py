@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +215,7 @@ def make_record(
         masked_question=mask(q.question, enc.mentions),
         fused_experience_ids=a.fused_ids,
         matched_experience_ids=tuple(m.id for m in a.match.top) if a.match is not None else (),
+        finding_experience_ids=tuple(f.experience_id for f in a.findings),
         reused_experience_id=a.reused_from,
         scaffold_experience_id=a.scaffold_id,
         scaffold_similarity=a.scaffold.template_similarity if a.scaffold else None,
@@ -348,6 +349,11 @@ class StreamRun:
                 for system in self.config.systems:
                     for o, order in enumerate(orders):
                         todo = [p for p in range(len(order)) if (system, o, p) not in done]
+                        if system == SYSTEM_LINEAR and o > 0:
+                            shared = self._share_linear(records, o, order, todo)
+                            records += shared
+                            copied = {r.position for r in shared}
+                            todo = [p for p in todo if p not in copied]
                         if not todo:
                             continue
                         partial = len(todo) < len(order)
@@ -357,6 +363,24 @@ class StreamRun:
         finally:
             db.close()
         return records
+
+    def _share_linear(self, records: list[QueryRecord], o: int, order: list[int], todo: list[int]) -> list[QueryRecord]:
+        """LinearRAG keeps no state between questions, so its answer to a question is the same in every
+        order: order ``o``'s positions in ``todo`` get copies of order 0's records of the same questions
+        (``extra["shared_from_order"] = 0``), appended to records.jsonl; those order 0 lacks are left."""
+        # order 0 is the dataset order: its position p is question p
+        first = {r.position: r for r in records if r.system == SYSTEM_LINEAR and r.order == 0}
+        out: list[QueryRecord] = []
+        for position in todo:
+            rec = first.get(order[position])
+            if rec is None or rec.error is not None:
+                continue
+            copy = replace(rec, order=o, position=position, extra={**rec.extra, "shared_from_order": 0})
+            append_record(self.records_path, copy)
+            out.append(copy)
+        if out:
+            self.log(f"{SYSTEM_LINEAR}, order {o}: {len(out)} answer(s) shared from order 0 (LinearRAG keeps no state)")
+        return out
 
     def _run_one(
         self,
