@@ -185,6 +185,7 @@ PAPER_EXPERIENCE: dict[str, Any] = {
     "scaffold_floor": 0.0,
     "scaffold_template_floor": 0.0,
     "answer_reuse": False,
+    "findings_k": 0,
 }
 """``experience.profile=paper``: eq. 7-13 as the paper writes them (no floors, no map truncation, scaffolds
 with their names); the paper states no K, so ``top_k`` keeps its value. Explicit settings still win."""
@@ -249,6 +250,20 @@ class ExperienceSettings(_Group):
         le=1,
         description="No scaffold from an experience whose template similarity (eq. 12's cosine) is under this "
         "(0: eq. 13 alone).",
+    )
+    findings_k: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Beyond the paper: up to this many of eq. 7's top K experiences (s_ret at or above "
+        "findings_floor) are stated in the prompt as facts, with their names: earlier question, answer and "
+        "evidence (0: off).",
+    )
+    findings_floor: float = Field(
+        default=0.5,
+        ge=-1,
+        le=1,
+        description="Eq. 7 score (s_ret) an experience needs to be stated as a finding.",
     )
     candidates_m: int = Field(
         default=32,

@@ -35,7 +35,7 @@ from livingrag.experience.matching import (
     top_k,
 )
 from livingrag.experience.novelty import is_novel, novelty_score
-from livingrag.experience.scaffold import scaffold_scores, select_scaffold
+from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
 from livingrag.experience.sentences import split_sentences
 from livingrag.experience.similarity import (
     dense_cosines,
@@ -248,6 +248,19 @@ def test_eq12_eq13_scaffold_by_hand() -> None:
     assert select_scaffold(np.array([]), 0.0) is None
     # lambda = 0: the best retrieval match
     assert list(scaffold_scores(np.array([0.5, 0.4]), np.array([0.2, 0.9]), 0.0)) == [0.5, 0.4]
+
+
+def test_findings_are_the_top_k_over_the_floor_without_the_scaffold() -> None:
+    s = np.array([0.9, 0.3, 0.6, 0.55])
+    ranked = np.array([0, 2, 3, 1])  # eq. 7's order
+    assert select_findings(s, ranked, 0.5, 2) == [0, 2]
+    assert select_findings(s, ranked, 0.5, 2, exclude=0) == [2, 3]  # the scaffold is shown otherwise
+    assert select_findings(s, ranked, 0.5, 5) == [0, 2, 3]  # 0.3 is under the floor
+    assert select_findings(s, ranked, 0.95, 2) == []
+    assert select_findings(s, ranked, 0.5, 0) == []  # findings off
+    assert select_findings(np.array([]), np.array([], dtype=np.int64), 0.0, 2) == []
+    with pytest.raises(ValueError, match="k must be"):
+        select_findings(s, ranked, 0.5, -1)
 
 
 def test_the_template_floor_makes_a_candidate_ineligible() -> None:

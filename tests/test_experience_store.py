@@ -660,3 +660,34 @@ def test_decode_candidates_by_hand() -> None:
     assert again.embedding_cosines.tolist() == [0.75, 0.0, -0.5]
     assert again.entity_ids.tolist() == [7, 9, 1] and again.lengths.tolist() == [2, 0, 1]
     assert repo.decode_candidates([]) == []
+
+
+def test_findings_are_the_top_k_experiences_over_the_floor(db: Database, tenant: int) -> None:
+    """Both matched experiences are stated as findings, best first, the scaffold's (eq. 13, the same
+    form) among them; under the floor, or with findings_k = 0, nothing is stated."""
+    corpus = make_corpus(db, tenant, DIM)
+    kw = {"top_k": 2, "alpha": 0.5, "tau_s": 0.1, "top_h": None, "scaffold_lambda": 0.5, "scaffold_floor": 0.0}
+    films = candidate(
+        tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="Who directed Glass Orchard?", answer="Mara Quell"
+    )
+    born_q = "Where was the director of Winter Harbour born?"
+    born = candidate(tenant, corpus, unit(DIM, (1, 1.0)), {3: 1.0}, query=born_q)
+    store = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=2, findings_floor=0.0, **kw)
+    e_films, e_born = store.write_back(films), store.write_back(born)
+    assert e_films.stored and e_born.stored
+    q = encoding(unit(DIM, (0, 0.8), (1, 0.6)), {1: 0.8}, question="Where was the director of Glass Orchard born?")
+    m = store.match(tenant, corpus, q, activation_threshold=0.1)
+    assert m.scaffold is not None and m.scaffold.experience_id == e_born.experience_id
+    assert m.finding_ids == (e_films.experience_id, e_born.experience_id) == tuple(t.id for t in m.top)
+    assert [f.retrieval_score for f in m.findings] == pytest.approx([t.score for t in m.top])
+    assert "Answer: Mara Quell" in m.findings[0].summary
+    # s_ret: films 0.5 * 0.8 + 0.5 * 1 = 0.9, born 0.5 * 0.6 + 0.5 * 0 = 0.3
+    assert [t.score for t in m.top] == pytest.approx([0.9, 0.3])
+    mid = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=2, findings_floor=0.5, **kw)
+    assert mid.match(tenant, corpus, q, activation_threshold=0.1).finding_ids == (e_films.experience_id,)
+    one = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=1, findings_floor=0.0, **kw)
+    assert one.match(tenant, corpus, q, activation_threshold=0.1).finding_ids == (e_films.experience_id,)
+    high = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=2, findings_floor=0.95, **kw)
+    assert high.match(tenant, corpus, q, activation_threshold=0.1).findings == ()
+    off = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=0, findings_floor=0.0, **kw)
+    assert off.match(tenant, corpus, q, activation_threshold=0.1).findings == ()

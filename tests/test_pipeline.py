@@ -257,7 +257,7 @@ def test_related_question_reuses_the_first_answers_experience(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
 ) -> None:
     tenant_id, corpus = clean
-    rag = make_rag()
+    rag = make_rag(experience={"findings_k": 0})  # the eq. 12-13 scaffold alone (findings: below)
     e1 = store_first(rag, tenant_id, corpus)
     a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
     assert a.match is not None and a.match.candidates >= 1
@@ -277,7 +277,7 @@ def test_a_masked_scaffold_shows_the_reasoning_pattern_without_names(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
 ) -> None:
     tenant_id, corpus = clean
-    rag = make_rag(experience={"scaffold_entities": "mask"})
+    rag = make_rag(experience={"scaffold_entities": "mask", "findings_k": 0})
     assert rag.mask_scaffolds
     e1 = store_first(rag, tenant_id, corpus)
     a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
@@ -288,6 +288,36 @@ def test_a_masked_scaffold_shows_the_reasoning_pattern_without_names(
     # the stored summary itself is untouched: masking is how the prompt shows it
     (exp,) = rows(db, tenant_id, "SELECT summary FROM experiences WHERE id = :i", i=e1)
     assert "Silver Harbor" in exp["summary"]
+
+
+def test_an_earlier_answer_is_stated_as_a_finding_with_its_names(
+    db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    """The matched experience over the findings floor is stated as a fact (question, answer, evidence)
+    with its names, even where scaffolds are masked, and not again as the masked scaffold; with
+    findings_k = 0 the same experience is the masked scaffold again."""
+    tenant_id, corpus = clean
+    rag = make_rag(experience={"scaffold_entities": "mask", "findings_floor": 0.0})
+    e1 = store_first(rag, tenant_id, corpus)
+    (exp,) = rows(db, tenant_id, "SELECT answer FROM experiences WHERE id = :i", i=e1)
+    a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    assert a.match is not None and a.match.scaffold_id == e1  # eq. 13 picked it ...
+    assert a.scaffold is None and [f.experience_id for f in a.findings] == [e1]  # ... it is shown as a finding
+    prompt = user_prompt(server)
+    assert SCAFFOLD_MARK not in prompt
+    block = prompt.split("Facts found earlier", 1)[1].split("Question:", 1)[0]
+    assert f"- {Q1} {exp['answer'].rstrip('.')}." in block and "Silver Harbor" in block
+    off = make_rag(experience={"scaffold_entities": "mask", "findings_k": 0})
+    b = off.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    assert b.findings == () and b.scaffold_id == e1
+    prompt = user_prompt(server)
+    assert "Facts found earlier" not in prompt and SCAFFOLD_MARK in prompt
+    # findings go with the scaffold: the scaffold ablation removes both
+    c = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id, ablations=("scaffold",))
+    assert c.findings == () and c.scaffold is None and "Facts found earlier" not in user_prompt(server)
+    # a finding counts as a scaffold use (its summary went to the prompt)
+    (use,) = rows(db, tenant_id, "SELECT scaffold_uses FROM experiences WHERE id = :i", i=e1)
+    assert use["scaffold_uses"] == 2  # the finding (a) and the scaffold (b)
 
 
 def test_scaffold_entities_auto_masks_for_the_local_model_only(server: OpenAICompatServer) -> None:
@@ -423,7 +453,7 @@ def test_each_ablation_changes_exactly_what_it_names(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
 ) -> None:
     tenant_id, corpus = clean
-    rag = make_rag()
+    rag = make_rag(experience={"findings_k": 0})  # the paper's three components (findings: below)
     e1 = store_first(rag, tenant_id, corpus)
 
     def run(mode: str = "living", ablations: tuple[str, ...] = ()) -> tuple[Answer, str]:
@@ -472,7 +502,9 @@ def test_no_gate_stores_what_the_novelty_gate_rejects(
 ) -> None:
     tenant_id, corpus = clean
     # answer reuse off: the same question again must reach the gates, not the stored answer
-    rag = make_rag("offline", store_verifier=GatedVerifier(delay_s=0), experience={"answer_reuse": False})
+    rag = make_rag(
+        "offline", store_verifier=GatedVerifier(delay_s=0), experience={"answer_reuse": False, "findings_k": 0}
+    )
     e1 = store_first(rag, tenant_id, corpus)
     # the same question again: a duplicate, which the novelty gate rejects
     gated = rag.answer(Q1, tenant=tenant_id, corpus=corpus.id)
@@ -618,7 +650,7 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     from livingrag.models.embedder import get_embedder
 
     tenant_id, corpus = clean
-    settings = make_settings(server.base_url, "offline")
+    settings = make_settings(server.base_url, "offline", experience={"findings_k": 0})
     m = settings.models
     encoder = CountingEncoder(get_embedder(m.embedding_model, m.device, m.embedding_batch_size))
     slow = GatedVerifier(delay_s=60)

@@ -71,11 +71,10 @@ def test_ask_json_living_reuse_and_linear(
 
     second = ask("--tenant", tenant, "--corpus", "small", "In which town was the director of Silver Harbor born?")
     assert exp_id in [e["id"] for e in second["fused_experiences"]]
-    assert second["scaffold"]["id"] == exp_id
-    assert (
-        "Earlier question: Where was the director of Silver Harbor born?"
-        in (server.requests[-1]["body"]["messages"][-1]["content"])
-    )
+    # the earlier experience is stated as a finding with its names (and so not again as the scaffold)
+    assert [f["id"] for f in second["findings"]] == [exp_id] and second["scaffold"] is None
+    prompt = server.requests[-1]["body"]["messages"][-1]["content"]
+    assert "Facts found earlier" in prompt and "- Where was the director of Silver Harbor born?" in prompt
 
     linear = ask("--tenant", tenant, "--corpus", "small", "--mode", "linear", "Who founded the Aurora Quartet?")
     assert linear["system"] == "linear" and linear["writeback"] is None

@@ -161,3 +161,32 @@ def test_short_prompt_ships_an_output_grammar_for_in_process_models() -> None:
     assert grammar is not None and 'root ::= "Evidence: " sentence "\\nAnswer: " answer' in grammar
     assert build_qa_prompt("q", ["p"], style="short").grammar == grammar
     assert build_qa_prompt("q", ["p"], style="linearrag").grammar is None
+
+
+def test_findings_state_earlier_answers_with_their_names_before_the_scaffold() -> None:
+    findings = [
+        Scaffold(
+            question="Who directed Glass Orchard?",
+            reasoning="Glass Orchard is a 1994 film directed by Mara Quell.",
+            answer="Mara Quell.",
+        ),
+        Scaffold(question="Where is Tern based?", reasoning="", answer="Oslo"),
+    ]
+    scaffold = Scaffold(question="When was X born?", reasoning="X was born in [DATE].", answer="[DATE]")
+    p = build_qa_prompt(
+        "When was the director of Glass Orchard born?",
+        ["passage one"],
+        scaffold=scaffold,
+        findings=findings,
+        style="short",
+    )
+    user = p.messages[1]["content"]
+    assert user.index("[1] passage one") < user.index("Facts found earlier") < user.index("Reference")
+    assert user.index("Reference") < user.index("Question: When was the director")
+    assert "- Who directed Glass Orchard? Mara Quell. Glass Orchard is a 1994 film directed by Mara Quell.\n" in user
+    assert "- Where is Tern based? Oslo.\n" in user  # no evidence recorded: question and answer alone
+    assert "answers to other questions" in user
+    # no findings: the prompt is what it was without them
+    bare = build_qa_prompt("Q?", ["passage one"], style="short")
+    assert bare.messages == build_qa_prompt("Q?", ["passage one"], findings=[], style="short").messages
+    assert "Facts found earlier" not in bare.messages[1]["content"]

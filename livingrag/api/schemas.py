@@ -175,6 +175,9 @@ class AskOut(BaseModel):
     passages: list[AskPassage]
     fused_experience_ids: list[int]
     scaffold_experience_id: int | None
+    finding_experience_ids: list[int] = Field(
+        default_factory=list, description="Experiences stated in the prompt as findings (earlier answers as facts)."
+    )
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float

@@ -25,12 +25,19 @@ questions; see :mod:`livingrag.bench.reuse_metrics`), mean and sample std over o
   single-hop sub-question id (``oracle …``), and two bounds that are no ranking: a gold passage
   counts as found when it is in the base top k or among what those earlier questions retrieved
   (``bound: base ∪ related retrieved``) or their gold passages (``bound: base ∪ related gold``).
+  Without decompositions (2Wiki, HotpotQA) related questions are those that share a gold passage,
+  and the two bounds are left out.
 
 Reuse counts (shares of all questions, mean over orders): a related earlier question exists; one is
 matched (in eq. 7's top K over the base-map store); used (fused with weight > 0, with no floor and
 with the floor); a scaffold is selected (eq. 12-13 with the settings' lambda and floors), related,
 and stating a sub-answer; and the scaffold oracle: some earlier question's gold answer (or, second
 figure, one of its sub-answers) equals one of the current question's sub-answers.
+
+Findings (``experience.findings_k``; beyond the paper): at each floor of :data:`FINDINGS_FLOORS` and
+the setting's, how often some finding is shown, one is related, one's gold answer is one of the
+question's sub-answers, and how many unrelated ones a question gets; once leaving out the eq. 13
+scaffold's experience and once counting it.
 """
 
 from __future__ import annotations
@@ -68,6 +75,8 @@ if TYPE_CHECKING:
 KS = (2, 5)
 PASSAGES_KEPT = 5
 """Passages an experience remembers: the top 5 its question retrieved (what the answer model saw)."""
+FINDINGS_FLOORS = (0.3, 0.4, 0.5, 0.6, 0.7)
+"""s_ret floors at which the findings (earlier answers stated as facts) are counted, besides the setting's."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +243,7 @@ def run_reuse_bench(
     from livingrag.corpus.progress import NullProgress
     from livingrag.evaluation.datasets import stream_orders
     from livingrag.experience.fusion import fuse, newly_active
-    from livingrag.experience.scaffold import scaffold_scores, select_scaffold
+    from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
     from livingrag.experience.similarity import sparse_cosine
     from livingrag.experience.sparsify import sparsify
     from livingrag.experience.template import mask
@@ -250,6 +259,8 @@ def run_reuse_bench(
     settings.retrieval.preset = preset_name  # type: ignore[assignment]
     e = settings.experience
     variants = list(variants) if variants is not None else default_variants(e.fusion_floor, gammas)
+    findings_k = e.findings_k or 2
+    findings_floors = sorted({*FINDINGS_FLOORS, e.findings_floor})
 
     say(f"indexing {len(ds.corpus)} documents (once; re-runs skip them)")
     t0 = time.perf_counter()
@@ -281,6 +292,9 @@ def run_reuse_bench(
     sub_answers = [tuple(s.answer for s in q.decomposition) for q in qs]
     gold = [set(q.gold_keys) for q in qs]
     has_decomp = any(sub_ids)
+    # related questions: a shared single-hop sub-question (MuSiQue); without decompositions (2Wiki,
+    # HotpotQA), a shared gold passage
+    rel_ids = sub_ids if has_decomp else [frozenset(f"gold:{k}" for k in q.gold_keys) for q in qs]
     emb = np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
     tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
 
@@ -312,7 +326,7 @@ def run_reuse_bench(
                 base = dict(p.encoding.base_activation)
                 for k in KS:
                     rec["base"][k].append(per_passage_recall(p.keys, gold[i], k))
-                rel = related(sub_ids, i, earlier)
+                rel = related(rel_ids, i, earlier)
                 rel_set = set(rel)
                 # ---- reuse counts over the base-map store (what matching sees without fusion)
                 if earlier:
@@ -345,6 +359,16 @@ def run_reuse_bench(
                         counts["scaffold_states_subanswer"] += answer_contained(
                             sub_answers[i], qs[j].answer, sub_answers[j]
                         )
+                    for f in findings_floors:
+                        for label, exclude in (("findings", pick), ("findings with the scaffold's", None)):
+                            found = [earlier[t] for t in select_findings(s_all, top, f, findings_k, exclude=exclude)]
+                            c = counts.setdefault(
+                                f"{label} {f:g}", {"any": 0, "related": 0, "answer": 0, "unrelated": 0}
+                            )
+                            c["any"] += bool(found)
+                            c["related"] += any(j in rel_set for j in found)
+                            c["answer"] += any(answer_contained(sub_answers[i], qs[j].answer) for j in found)
+                            c["unrelated"] += sum(j not in rel_set for j in found)
                     counts["oracle_answer_contained"] += any(
                         answer_contained(sub_answers[i], qs[j].answer) for j in earlier
                     )
@@ -426,6 +450,7 @@ def run_reuse_bench(
             "questions": n,
             "questions_with_gold": sum(1 for g in gold if g),
             "questions_with_decomposition": sum(1 for s in sub_ids if s),
+            "related_by": "sub-question" if has_decomp else "gold passage",
             "limit": limit,
             "orders": len(order_lists),
             "seed": seed,
@@ -445,6 +470,8 @@ def run_reuse_bench(
                 "scaffold_template_floor": e.scaffold_template_floor,
                 "passage_prior_gamma": e.beta,
                 "passages_kept": PASSAGES_KEPT,
+                "findings_k": findings_k,
+                "findings_floor": e.findings_floor,
             },
             "variants": [v.__dict__ for v in variants],
             "index_seconds": round(index_s, 2),
@@ -479,22 +506,30 @@ def _summarise(
                 float(np.mean([po["graph_transfer"][x] / max(n, 1) for po in per_order])), 4
             )
         rows.append(row)
-    reuse = {}
+    reuse: dict[str, Any] = {}
+    findings: dict[str, dict[str, float]] = {}
     if per_order:
-        for key in per_order[0]["counts"]:
-            reuse[key] = round(float(np.mean([po["counts"][key] / max(n, 1) for po in per_order])), 4)
+        for key, value in per_order[0]["counts"].items():
+            if isinstance(value, dict):  # findings at one floor: shares (unrelated: mean count per question)
+                findings[key] = {
+                    part: round(float(np.mean([po["counts"][key][part] / max(n, 1) for po in per_order])), 4)
+                    for part in value
+                }
+            else:
+                reuse[key] = round(float(np.mean([po["counts"][key] / max(n, 1) for po in per_order])), 4)
     return {
         "metric": "per-passage recall: share of a question's gold passages found in the top k, averaged over "
         "questions with gold (mean over orders; std = sample std over orders)",
         **meta,
         "rows": rows,
         "reuse": reuse,
+        "findings": findings,
         "per_order": per_order,
     }
 
 
 REUSE_LABELS = {
-    "related_exists": "a related earlier question exists (shares a sub-question id)",
+    "related_exists": "a related earlier question exists (shares a sub-question id, or a gold passage)",
     "related_matched": "a related one is matched (in eq. 7's top K over the base-map store)",
     "related_used_no_floor": "a related one is fused, no floor (weight > 0)",
     "related_used_floor": "a related one is fused under the fusion floor",
@@ -521,6 +556,7 @@ def format_report(out: dict[str, Any]) -> str:
         "passage prior gamma = beta unless named; "
         f"an experience keeps its top {x['passages_kept']} passages; store ungated, confidence 1",
         f"metric: {out['metric']}",
+        f"related questions: they share a {out.get('related_by', 'sub-question')} (oracle variants draw on them alone)",
         "",
     ]
     w = max(len(row["name"]) for row in out["rows"]) if out["rows"] else 10
@@ -555,6 +591,24 @@ def format_report(out: dict[str, Any]) -> str:
     for key, label in REUSE_LABELS.items():
         if key in out["reuse"]:
             lines.append(f"  {out['reuse'][key]:6.1%}  {label}")
+    if out.get("findings"):
+        lines.append("")
+        lines.append(
+            f"findings (up to {x.get('findings_k')} of eq. 7's top K with s_ret at or above the floor, stated as "
+            f"facts; the setting's floor is {x.get('findings_floor')}), share of all questions, mean over orders:"
+        )
+        w = max(len(key) for key in out["findings"])
+        lines.append(f"  {'selection, floor':{w}}  {'any':>6}  {'related':>7}  {'answer':>6}  {'unrelated/q':>11}")
+        for key, c in out["findings"].items():
+            lines.append(
+                f"  {key:{w}}  {c['any']:6.1%}  {c['related']:7.1%}  {c['answer']:6.1%}  {c['unrelated']:11.2f}"
+            )
+        lines.append(
+            "  (any: some finding is shown; related: one shares a sub-question; answer: one's gold answer is one "
+            "of the question's sub-answers, what a stored answer can state; unrelated/q: findings per question "
+            "that share no sub-question; findings leave out the eq. 13 scaffold's experience, \"with the "
+            "scaffold's\" counts them as if they did not)"
+        )
     lines.append(f"indexing {out['index_seconds']} s; total {out['seconds']} s")
     return "\n".join(lines)
 

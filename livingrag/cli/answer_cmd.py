@@ -81,6 +81,7 @@ def answer_dict(a: Answer) -> dict[str, Any]:
             if a.scaffold
             else None
         ),
+        "findings": [{"id": f.experience_id, "score": f.retrieval_score, "summary": f.summary} for f in a.findings],
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": a.completion_tokens,
         "cost_usd": a.cost_usd,
@@ -123,6 +124,9 @@ def _show(a: Answer, passages: int) -> None:
         console.print(f"[bold]experiences fused[/bold]: {fused}")
     if a.scaffold:
         console.print(f"[bold]scaffold[/bold]: #{a.scaffold.experience_id} (s={a.scaffold.score:.2f})")
+    if a.findings:
+        shown = "; ".join(f"#{f.experience_id} (s={f.retrieval_score:.2f})" for f in a.findings)
+        console.print(f"[bold]findings stated[/bold]: {shown}")
     if a.reused_from is not None:
         console.print(f"[bold]answer reused[/bold] from experience #{a.reused_from} (a repeated question; no LLM call)")
     lat = a.latency_ms

@@ -67,6 +67,7 @@ class QueryRecord:
     T(q) of eq. 11), ``fused_experience_ids`` (the top-K experiences whose maps were fused: a
     positive weight, s_ret at or above the fusion floor), ``matched_experience_ids`` (the top-K
     selections of eq. 7 matching, fused or not; empty in records written before it existed),
+    ``finding_experience_ids`` (the experiences stated in the prompt as findings, beyond the paper),
     ``reused_experience_id`` (a repeated question answered from that experience, no LLM call),
     ``scaffold_experience_id`` and ``scaffold_similarity`` (masked-template cosine between
     the question and the scaffold's source question), ``graph_transfer`` (fusion added new
@@ -104,6 +105,7 @@ class QueryRecord:
     masked_question: str = ""
     fused_experience_ids: tuple[int, ...] = ()
     matched_experience_ids: tuple[int, ...] = ()
+    finding_experience_ids: tuple[int, ...] = ()
     reused_experience_id: int | None = None
     scaffold_experience_id: int | None = None
     scaffold_similarity: float | None = None

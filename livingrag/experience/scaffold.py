@@ -47,3 +47,34 @@ def select_scaffold(
         return None
     best = int(np.argmax(s))
     return best if s[best] >= floor else None
+
+
+def select_findings(
+    retrieval_scores: np.ndarray,
+    ranked: np.ndarray,
+    floor: float,
+    k: int,
+    exclude: int | None = None,
+) -> list[int]:
+    """Findings (beyond the paper): the earlier answers stated as facts in the prompt.
+
+        F = the first k of { j in ranked : s_j^ret >= floor, j != exclude }
+
+    ``ranked`` holds candidate indices best first (eq. 7's top K); ``retrieval_scores`` is s^ret of
+    eq. 7 for every candidate; ``exclude`` leaves one candidate out (``livingrag bench reuse`` counts
+    the findings without the eq. 13 scaffold's experience this way). Where the scaffold shows one
+    pattern of the same question form and may mask its names, findings keep the names: an earlier
+    question that shares a hop with this one holds that hop's answer, which is what the answer model
+    needs when today's passages miss it; the floor keeps questions that share no entity out."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    s = np.asarray(retrieval_scores, dtype=np.float64)
+    out: list[int] = []
+    for j in np.asarray(ranked, dtype=np.int64).tolist():
+        if len(out) >= k:
+            break
+        if j == exclude or not 0 <= j < s.size:
+            continue
+        if s[j] >= floor:
+            out.append(int(j))
+    return out

@@ -41,12 +41,13 @@ from livingrag.experience.grounding import extract_claims, grounding_score, pass
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
 from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_from_cosines, top_k
 from livingrag.experience.novelty import is_novel, novelty_score
-from livingrag.experience.scaffold import scaffold_scores, select_scaffold
+from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
 from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import mask
 from livingrag.experience.types import (
     ClaimVerdict,
     ExperienceCandidate,
+    Finding,
     MatchedExperience,
     MatchResult,
     ScaffoldChoice,
@@ -281,12 +282,17 @@ class ExperienceStore:
                 template_similarity=float(tsims[pick]),
                 summary=rows[pick].summary,
             )
+        findings = tuple(
+            Finding(experience_id=rows[j].id, retrieval_score=float(scores[j]), summary=rows[j].summary)
+            for j in select_findings(scores, order, exp.findings_floor, exp.findings_k)
+        )
         timings["scaffold_ms"] = round(_ms(t2) + template_ms, 3)  # template similarities included
         timings["total_ms"] = _ms(t0)
         return MatchResult(
             start_activation=a0,
             top=top,
             scaffold=scaffold,
+            findings=findings,
             fusion_applied=fusion_applied,
             added_entities=tuple(added),
             candidates=len(rows),
@@ -323,16 +329,24 @@ class ExperienceStore:
             out = np.array([float(fresh[r.id] @ vecs[0]) for r in rows])
         return out
 
-    def record_use(self, tenant_id: int, *, fused_ids: Sequence[int] = (), scaffold_id: int | None = None) -> int:
-        """Count the fusion uses (``match.fused_ids``) and the scaffold use (``match.scaffold_id``)
-        of one answered query and set ``last_used_at``; returns the experiences updated."""
+    def record_use(
+        self,
+        tenant_id: int,
+        *,
+        fused_ids: Sequence[int] = (),
+        scaffold_id: int | None = None,
+        finding_ids: Sequence[int] = (),
+    ) -> int:
+        """Count the fusion uses (``match.fused_ids``), the scaffold use (``match.scaffold_id``) and
+        the findings shown (``match.finding_ids``, counted as scaffold uses) of one answered query and
+        set ``last_used_at``; returns the experiences updated."""
         tenant_id = _positive_id(tenant_id, "tenant_id")
-        if not fused_ids and scaffold_id is None:
+        if not fused_ids and scaffold_id is None and not finding_ids:
             return 0
         with self.db.tenant_session(tenant_id) as s:
-            return repo.record_use(s, fused_ids=fused_ids, scaffold_id=scaffold_id, now=self._clock())
-
-    # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
+            return repo.record_use(
+                s, fused_ids=fused_ids, scaffold_id=scaffold_id, finding_ids=finding_ids, now=self._clock()
+            )
 
     def write_back(self, candidate: ExperienceCandidate, *, gated: bool = True) -> WriteBackResult:
         """Gate and store one candidate; returns (and logs in ``writeback_log``) the decision.

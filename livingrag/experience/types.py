@@ -105,6 +105,16 @@ class ScaffoldChoice:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """An earlier experience stated in the prompt as a fact (beyond the paper): its summary (eq. 6),
+    with names, and its eq. 7 score."""
+
+    experience_id: int
+    retrieval_score: float
+    summary: str
+
+
+@dataclass(frozen=True)
 class MatchResult:
     """What :meth:`ExperienceStore.match` returns before retrieval.
 
@@ -112,12 +122,15 @@ class MatchResult:
     ``top`` holds the top-K matches (eq. 7); ``fused_ids`` are those whose maps were fused: a
     positive weight, i.e. s_ret at or above the fusion floor (empty when fusion did not apply: no
     experience over the floor, or no seed entity) and ``added_entities`` the entities that fusion made active
-    (at or above the threshold given to match) that were not active in the base.
+    (at or above the threshold given to match) that were not active in the base. ``findings`` are
+    the top-K experiences at or above ``findings_floor`` (at most ``findings_k``), best first; the
+    scaffold's experience may be one of them (the pipeline then shows it only as a finding).
     """
 
     start_activation: dict[int, float]
     top: tuple[MatchedExperience, ...] = ()
     scaffold: ScaffoldChoice | None = None
+    findings: tuple[Finding, ...] = ()
     fusion_applied: bool = False
     added_entities: tuple[int, ...] = ()
     candidates: int = 0
@@ -135,6 +148,10 @@ class MatchResult:
     @property
     def scaffold_id(self) -> int | None:
         return self.scaffold.experience_id if self.scaffold else None
+
+    @property
+    def finding_ids(self) -> tuple[int, ...]:
+        return tuple(f.experience_id for f in self.findings)
 
     @property
     def scaffold_summary(self) -> str | None:

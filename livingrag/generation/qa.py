@@ -9,7 +9,8 @@ Two prompt styles, both named, versioned templates in ``prompts/``:
   completion tokens; the evidence line still gives the experience store an explanation to keep.
 
 The scaffold (``scaffold`` template) is a related question answered earlier, with its key
-reasoning and answer, marked as a reference that may not apply.
+reasoning and answer, marked as a reference that may not apply. Findings (``findings`` and
+``finding``; beyond the paper) state earlier answers as facts, one line each, with their names.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "QAPrompt",
     "Scaffold",
     "build_qa_prompt",
+    "format_findings",
     "format_passages",
     "generate_answer",
     "resolve_answer_style",
@@ -99,15 +101,35 @@ def format_passages(passages: Sequence[PassageLike | str], *, version: int | Non
     return "\n\n".join(blocks) + "\n"
 
 
+def format_findings(findings: Sequence[Scaffold]) -> str:
+    """The ``findings`` block: one line per earlier experience (its question, answer and evidence, with
+    names), under a header that says they answered other questions; empty when there is none."""
+    if not findings:
+        return ""
+    line = get_prompt("finding")
+    facts = []
+    for f in findings:
+        answer = " ".join(f.answer.split()).rstrip(".")
+        text = line.render_text(
+            question=" ".join(f.question.split()),
+            answer=answer,
+            reasoning=" ".join(f.reasoning.split()),
+        )
+        facts.append(" ".join(text.split()))
+    return get_prompt("findings").render_text(facts="\n".join(facts)).strip() + "\n\n"
+
+
 def build_qa_prompt(
     question: str,
     passages: Sequence[PassageLike | str],
     *,
     scaffold: Scaffold | None = None,
+    findings: Sequence[Scaffold] = (),
     style: AnswerStyle = "linearrag",
     version: int | None = None,
 ) -> QAPrompt:
-    """Messages for one question: passages, then the scaffold block when given, then the question."""
+    """Messages for one question: passages, then the findings and the scaffold block when given,
+    then the question (eq. 14, with the findings beyond the paper)."""
     if style not in _TEMPLATE:
         from livingrag.errors import InvalidInput
 
@@ -126,7 +148,8 @@ def build_qa_prompt(
             + "\n\n"
         )
         scaffold_id = block.id
-    messages = template.render(passages=format_passages(passages), scaffold=scaffold_text, question=question.strip())
+    context = format_findings(findings) + scaffold_text
+    messages = template.render(passages=format_passages(passages), scaffold=context, question=question.strip())
     return QAPrompt(
         messages=messages, prompt_id=template.id, style=style, scaffold_id=scaffold_id, grammar=template.grammar
     )

@@ -34,6 +34,7 @@ from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import mask, mask_scaffold
 from livingrag.experience.types import (
     ExperienceCandidate,
+    Finding,
     MatchedExperience,
     MatchResult,
     ScaffoldChoice,
@@ -91,6 +92,8 @@ class Answer:
     gated: bool = field(default=True, compare=False, repr=False)
     reused_from: int | None = None
     """The experience whose answer was given again for this repeated question (no LLM call), else None."""
+    findings: tuple[Finding, ...] = ()
+    """Earlier experiences stated in the prompt as facts (``experience.findings_k``; beyond the paper)."""
 
     @property
     def fused_ids(self) -> tuple[int, ...]:
@@ -248,9 +251,16 @@ class LivingRAG:
                 return self._reused_answer(tenant_id, info.id, q, m, result, match, repeat, lat, t0)
 
         t = time.perf_counter()
+        findings = match.findings if (match is not None and m.scaffold) else ()
         scaffold = match.scaffold if (match is not None and m.scaffold) else None
+        if scaffold is not None and scaffold.experience_id in {f.experience_id for f in findings}:
+            scaffold = None  # stated with its names as a finding; not again as a (masked) pattern
         prompt = build_qa_prompt(
-            q, result.passages, scaffold=_scaffold_for_prompt(scaffold, masked=self.mask_scaffolds), style=self.style
+            q,
+            result.passages,
+            scaffold=_scaffold_for_prompt(scaffold, masked=self.mask_scaffolds),
+            findings=[_finding_for_prompt(f) for f in findings],
+            style=self.style,
         )
         lat["prompt"] = _ms(t)
         fused = match.fused if (fuse and match is not None) else ()
@@ -275,8 +285,11 @@ class LivingRAG:
         lat["total"] = _ms(t0)  # the logged row's latencies: up to the log write
         lat["overhead"] = lat["total"] - lat["llm"] - lat["setup"]
         with self.db.tenant_session(tenant_id) as s:
-            if fused_ids or scaffold_id is not None:
-                experience_repo.record_use(s, fused_ids=fused_ids, scaffold_id=scaffold_id, now=datetime.now(UTC))
+            finding_ids = [f.experience_id for f in findings]
+            if fused_ids or scaffold_id is not None or finding_ids:
+                experience_repo.record_use(
+                    s, fused_ids=fused_ids, scaffold_id=scaffold_id, finding_ids=finding_ids, now=datetime.now(UTC)
+                )
             log_id = insert_query_log(
                 s,
                 tenant_id=tenant_id,
@@ -334,6 +347,7 @@ class LivingRAG:
             writeback=future,
             candidate=candidate,
             gated=m.gated,
+            findings=findings,
         )
 
     def _repeat_of(self, tenant_id: int, q: str, match: MatchResult) -> ReusableExperience | None:
@@ -547,6 +561,12 @@ def _scaffold_for_prompt(choice: ScaffoldChoice | None, *, masked: bool = False)
     question, reasoning, answer = parse_summary(choice.summary)
     if masked:
         question, reasoning, answer = mask_scaffold(question, reasoning, answer)
+    return Scaffold(question=question, reasoning=reasoning, answer=answer)
+
+
+def _finding_for_prompt(finding: Finding) -> Scaffold:
+    """A finding's summary (eq. 6) as the prompt states it: question, answer and evidence, never masked."""
+    question, reasoning, answer = parse_summary(finding.summary)
     return Scaffold(question=question, reasoning=reasoning, answer=answer)
 
 

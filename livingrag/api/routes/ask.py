@@ -57,6 +57,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         passages=[AskPassage(id=p.id, title=p.title, text=p.text, score=p.score) for p in a.passages],
         fused_experience_ids=list(a.fused_ids),
         scaffold_experience_id=a.scaffold_id,
+        finding_experience_ids=[f.experience_id for f in a.findings],
         prompt_tokens=a.prompt_tokens,
         completion_tokens=a.completion_tokens,
         cost_usd=a.cost_usd,

@@ -510,21 +510,28 @@ def _finite_or_none(x: float | None) -> float | None:
 
 
 def record_use(
-    session: Session, *, fused_ids: Sequence[int], scaffold_id: int | None, now: datetime | None = None
+    session: Session,
+    *,
+    fused_ids: Sequence[int],
+    scaffold_id: int | None,
+    finding_ids: Sequence[int] = (),
+    now: datetime | None = None,
 ) -> int:
-    """Count one fusion use for each of ``fused_ids`` and one scaffold use for ``scaffold_id``,
-    and set their ``last_used_at``; returns the number of experiences touched."""
+    """Count one fusion use for each of ``fused_ids`` and one scaffold use for ``scaffold_id`` and
+    each of ``finding_ids`` (a summary shown in the prompt, as the scaffold or as a finding), and set
+    their ``last_used_at``; returns the number of experiences touched."""
     fused = sorted({int(i) for i in fused_ids})
-    ids = sorted(set(fused) | ({int(scaffold_id)} if scaffold_id is not None else set()))
+    shown = sorted({int(i) for i in finding_ids} | ({int(scaffold_id)} if scaffold_id is not None else set()))
+    ids = sorted(set(fused) | set(shown))
     if not ids:
         return 0
     res = session.execute(
         text(
             "UPDATE experiences SET fusion_uses = fusion_uses + (id = ANY(:f))::int,"
-            " scaffold_uses = scaffold_uses + (id = :s)::int, last_used_at = coalesce(:now, now())"
+            " scaffold_uses = scaffold_uses + (id = ANY(:s))::int, last_used_at = coalesce(:now, now())"
             " WHERE id = ANY(:ids)"
         ),
-        {"f": fused, "s": scaffold_id if scaffold_id is not None else -1, "ids": ids, "now": now},
+        {"f": fused, "s": shown, "ids": ids, "now": now},
     )
     return int(res.rowcount or 0)
 
