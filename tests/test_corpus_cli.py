@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from livingrag.cli.main import app
+from livingrag.db.engine import Database
 from livingrag.errors import InvalidInput, NotFound
 from tests.corpus_support import CORPUS
 
@@ -100,3 +101,63 @@ def test_default_tenant_is_created_on_first_use(database_url: str, monkeypatch: 
     assert "default" in [t["name"] for t in tenants]
     unknown = runner.invoke(app, ["corpus", "list", "--tenant", f"nobody-{uuid.uuid4().hex[:6]}"])
     assert isinstance(unknown.exception, NotFound)
+
+
+def test_passage_update_and_delete_in_a_fresh_process_mark_citing_experiences_stale(
+    cli_env: str, database_url: str, db: Database, tmp_path: Path
+) -> None:
+    """`livingrag passage update|delete` in a process of its own (nothing else imported) marks the
+    experiences that cited the passage stale, in the same transaction as the change."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sqlalchemy import text
+
+    from livingrag.db.repositories import corpora, tenants
+    from livingrag.experience.store import ExperienceStore
+    from livingrag.experience.types import UsedPassage
+    from tests.experience_helpers import CountingVerifier, HashingEncoder, candidate, settings
+
+    data = tmp_path / "corpus.json"
+    data.write_text(json.dumps(CORPUS[:4]))
+    _ok(["corpus", "create", "wiki"])
+    _ok(["index", "--corpus", "wiki", str(data), "--quiet"])
+    with db.owner_session() as s:
+        tenant_id = tenants.get_tenant(s, cli_env).id
+    with db.tenant_session(tenant_id) as s:
+        corpus = corpora.get_corpus(s, "wiki")
+        (p1, t1, x1), (p2, t2, x2) = s.execute(
+            text("SELECT id, title, text FROM passages WHERE corpus_id = :c ORDER BY id LIMIT 2"), {"c": corpus.id}
+        ).all()
+    store = ExperienceStore(db, settings(), encoder=HashingEncoder(), verifier=CountingVerifier(1.0))
+    ids = []
+    for i, (pid, title, body) in enumerate([(p1, t1, x1), (p2, t2, x2)]):
+        emb = np.zeros(corpus.embedding_dim)
+        emb[i] = 1.0
+        wb = store.write_back(
+            candidate(tenant_id, corpus.id, emb, {10 + i: 1.0}, passages=(UsedPassage(pid, body, title),))
+        )
+        assert wb.stored, wb
+        ids.append(wb.experience_id)
+
+    def cli(*args: str) -> str:
+        env = {**os.environ, "LIVINGRAG_DB__URL": database_url, "LIVINGRAG_TENANT": cli_env}
+        out = subprocess.run(
+            [sys.executable, "-m", "livingrag.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+        return out.stdout
+
+    def state(exp_id: int) -> tuple[bool, str | None]:
+        with db.tenant_session(tenant_id) as s:
+            row = s.execute(text("SELECT stale, stale_reason FROM experiences WHERE id = :i"), {"i": exp_id}).one()
+        return bool(row[0]), row[1]
+
+    assert state(ids[0]) == (False, None) and state(ids[1]) == (False, None)
+    cli("passage", "update", "--corpus", "wiki", str(p1), "--text", x1 + " It was renamed in 1990.")
+    assert state(ids[0]) == (True, f"source passage updated: {p1}")
+    assert state(ids[1]) == (False, None)
+    cli("passage", "delete", "--corpus", "wiki", str(p2))
+    assert state(ids[1]) == (True, f"source passage deleted: {p2}")

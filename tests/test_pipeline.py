@@ -15,12 +15,11 @@ import pytest
 from sqlalchemy import text
 
 from livingrag.config import Settings, get_settings
-from livingrag.corpus import service
+from livingrag.corpus import hooks, service
 from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
-from livingrag.experience import lifecycle
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
@@ -735,7 +734,7 @@ def test_no_reuse_once_a_cited_passage_changed(
     rag, tenant_id, corpus, exp_id, _ = stored
     (exp,) = rows(db, tenant_id, "SELECT source_passage_ids FROM experiences WHERE id = :i", i=exp_id)
     with db.tenant_session(tenant_id) as s:
-        lifecycle.mark_stale_on_passage_change(s, corpus.id, [exp["source_passage_ids"][0]], "updated")
+        hooks.mark_stale_on_passage_change(s, corpus.id, [exp["source_passage_ids"][0]], "updated")
     n_req = len(server.requests)
     a = rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name)
     assert a.reused_from is None and len(server.requests) == n_req + 1

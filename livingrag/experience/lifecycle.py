@@ -1,41 +1,21 @@
-"""Experience lifecycle: staleness on passage changes, expiry, pruning and store statistics.
+"""Experience lifecycle: expiry, pruning and store statistics.
 
-Importing this module registers :func:`mark_stale_on_passage_change` as a passage-change hook
-(:mod:`livingrag.corpus.hooks`): when a corpus update changes or deletes passages, the experiences
-that cited them are marked stale in the same transaction and are skipped by matching and
-novelty from then on. :mod:`livingrag.experience.store` imports it, so any process that uses the
-store has the hook; a process that only updates corpora must import this module too.
+Staleness is not here: changing or deleting a passage marks the experiences that cited it stale in
+the same transaction (:func:`livingrag.corpus.hooks.fire_passage_change`), whichever process
+changes it, and matching and novelty skip stale experiences from then on.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from livingrag.corpus.hooks import ChangeKind, register_passage_change_hook
 from livingrag.db.repositories import experiences as repo
 from livingrag.errors import InvalidInput
-
-log = logging.getLogger(__name__)
-
-
-@register_passage_change_hook
-def mark_stale_on_passage_change(
-    session: Session, corpus_id: int, passage_ids: Sequence[int], kind: ChangeKind
-) -> None:
-    """Mark experiences citing ``passage_ids`` stale (runs in the corpus update's transaction)."""
-    ids = sorted({int(p) for p in passage_ids})
-    shown = ", ".join(str(p) for p in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-    n = repo.mark_stale_for_passages(session, corpus_id, ids, f"source passage {kind}: {shown}")
-    if n:
-        log.info("marked %d experiences of corpus %d stale (%s passages %s)", n, corpus_id, kind, shown)
-
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w|y)?\s*$", re.IGNORECASE)
 _UNITS = {

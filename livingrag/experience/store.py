@@ -34,7 +34,6 @@ from livingrag.config import Settings
 from livingrag.db.engine import Database
 from livingrag.db.repositories import experiences as repo
 from livingrag.errors import InvalidInput, NotFound
-from livingrag.experience import lifecycle  # noqa: F401  (registers the stale-marking passage hook)
 from livingrag.experience.answer_form import check_answer_form
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
