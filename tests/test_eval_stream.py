@@ -205,6 +205,31 @@ def test_linear_answers_each_question_once_over_all_orders(
         assert r.prediction == first[r.question_id].prediction
         assert r.retrieved_keys == first[r.question_id].retrieved_keys
         assert (r.order == 0) == ("shared_from_order" not in r.extra)
+        assert r.extra.get("shared_from_order", 0) == 0
     later = sorted((r for r in records if r.order == 1), key=lambda r: r.position)
     assert [r.position for r in later] == list(range(N))
     assert [r.question_id for r in later] != [f"q{i}" for i in range(N)], "order 1 is a shuffle"
+
+
+def test_only_orders_runs_those_orders_and_the_rest_later(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    calls = len(env.requests)
+    _stream(dataset, out, "--systems", "linear,living", "--orders", "3", "--seed", "7", "--only-orders", "1,2")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    assert {(r.system, r.order) for r in records} == {(s, o) for s in ("linear", "living") for o in (1, 2)}
+    # LinearRAG answered each question once (order 1), order 2 got copies; LivingRAG answered both orders
+    assert len(env.requests) - calls == N + 2 * N
+    assert all(r.extra.get("shared_from_order") == 1 for r in records if r.system == "linear" and r.order == 2)
+    # the dataset order later, into the same folder: LinearRAG answers nothing again
+    calls = len(env.requests)
+    _stream(dataset, out, "--systems", "linear,living", "--orders", "3", "--seed", "7", "--only-orders", "0")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    assert len(records) == 2 * 3 * N and len(env.requests) - calls == N
+    res = runner.invoke(
+        app,
+        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet",
+         "--orders", "3", "--only-orders", "3"],
+    )  # fmt: skip
+    assert res.exit_code != 0 and "--only-orders" in str(res.exception) and "0..2" in str(res.exception)

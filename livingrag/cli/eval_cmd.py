@@ -42,6 +42,12 @@ def stream(
     systems: str = typer.Option("linear,living", "--systems", help="Comma-separated: linear, living."),
     ablations: str = typer.Option("", "--ablations", help="Also run LivingRAG without: fusion, scaffold, gate."),
     orders: int = typer.Option(1, "--orders", min=1, max=100, help="Stream orders (0 = dataset order)."),
+    only_orders: str | None = typer.Option(
+        None,
+        "--only-orders",
+        help="Comma-separated: run only these of the --orders orders now (e.g. 1,2 to leave out the dataset "
+        "order); run the others later into the same --out. LinearRAG answers each question once in any case.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the shuffled orders."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="The first N questions only."),
     repeat_share: float = typer.Option(
@@ -71,8 +77,9 @@ def stream(
     from livingrag.evaluation.datasets import load_dataset
     from livingrag.evaluation.metrics import Judge, Prices, judge_kind_for
     from livingrag.evaluation.report import write_report
-    from livingrag.evaluation.stream import StreamConfig, StreamRun, parse_systems
+    from livingrag.evaluation.stream import StreamConfig, StreamRun, parse_only_orders, parse_systems
 
+    chosen = parse_only_orders(only_orders, orders)
     if judge not in ("none", "configured"):
         raise InvalidInput(f"--judge must be none or configured, got {judge!r}")
     settings = load_settings()
@@ -122,6 +129,7 @@ def stream(
             judge=judge_obj,
             progress=progress,
             log=lambda m: err_console.print(f"[dim]{m}[/dim]"),
+            only_orders=chosen,
         )
         records = run.run(fresh=fresh)
     prices = Prices(settings.llm.price_prompt_per_m, settings.llm.price_completion_per_m)

@@ -86,6 +86,22 @@ class StreamConfig:
         return d
 
 
+def parse_only_orders(value: str | None, orders: int) -> frozenset[int] | None:
+    """``--only-orders "1,2"`` -> {1, 2} (None when not given); each must be an order of ``--orders``."""
+    if value is None or not value.strip():
+        return None
+    out: set[int] = set()
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) >= orders:
+            raise InvalidInput(
+                f"--only-orders: {part!r} is not one of the orders 0..{orders - 1} (--orders {orders}); "
+                "write e.g. --only-orders 1,2"
+            )
+        out.add(int(part))
+    return frozenset(out)
+
+
 def parse_systems(systems: str | Sequence[str], ablations: str | Sequence[str] = ()) -> tuple[str, ...]:
     """``linear,living`` plus ``--ablations fusion,scaffold,gate`` -> system names (Table 5 order)."""
     items = [s.strip().lower() for s in (systems.split(",") if isinstance(systems, str) else systems) if s.strip()]
@@ -258,6 +274,8 @@ class StreamRun:
     judge: Judge | None = None
     progress: Progress | None = None
     log: Callable[[str], None] = field(default=lambda _msg: None)
+    only_orders: frozenset[int] | None = None
+    """Run only these of the stream orders (None: all); the others can be run later into the same folder."""
 
     @property
     def records_path(self) -> Path:
@@ -348,9 +366,11 @@ class StreamRun:
             try:
                 for system in self.config.systems:
                     for o, order in enumerate(orders):
+                        if self.only_orders is not None and o not in self.only_orders:
+                            continue
                         todo = [p for p in range(len(order)) if (system, o, p) not in done]
-                        if system == SYSTEM_LINEAR and o > 0:
-                            shared = self._share_linear(records, o, order, todo)
+                        if system == SYSTEM_LINEAR:
+                            shared = self._share_linear(records, orders, o, todo)
                             records += shared
                             copied = {r.position for r in shared}
                             todo = [p for p in todo if p not in copied]
@@ -364,22 +384,26 @@ class StreamRun:
             db.close()
         return records
 
-    def _share_linear(self, records: list[QueryRecord], o: int, order: list[int], todo: list[int]) -> list[QueryRecord]:
+    def _share_linear(
+        self, records: list[QueryRecord], orders: list[list[int]], o: int, todo: list[int]
+    ) -> list[QueryRecord]:
         """LinearRAG keeps no state between questions, so its answer to a question is the same in every
-        order: order ``o``'s positions in ``todo`` get copies of order 0's records of the same questions
-        (``extra["shared_from_order"] = 0``), appended to records.jsonl; those order 0 lacks are left."""
-        # order 0 is the dataset order: its position p is question p
-        first = {r.position: r for r in records if r.system == SYSTEM_LINEAR and r.order == 0}
+        order: order ``o``'s positions in ``todo`` get copies of another order's record of the same
+        question (``extra["shared_from_order"]``), appended to records.jsonl; the others are left."""
+        answered: dict[int, QueryRecord] = {}
+        for r in records:
+            if r.system == SYSTEM_LINEAR and r.order != o and r.error is None and "shared_from_order" not in r.extra:
+                answered.setdefault(orders[r.order][r.position], r)
         out: list[QueryRecord] = []
         for position in todo:
-            rec = first.get(order[position])
-            if rec is None or rec.error is not None:
+            rec = answered.get(orders[o][position])
+            if rec is None:
                 continue
-            copy = replace(rec, order=o, position=position, extra={**rec.extra, "shared_from_order": 0})
+            copy = replace(rec, order=o, position=position, extra={**rec.extra, "shared_from_order": rec.order})
             append_record(self.records_path, copy)
             out.append(copy)
         if out:
-            self.log(f"{SYSTEM_LINEAR}, order {o}: {len(out)} answer(s) shared from order 0 (LinearRAG keeps no state)")
+            self.log(f"{SYSTEM_LINEAR}, order {o}: {len(out)} answer(s) shared from other orders (it keeps no state)")
         return out
 
     def _run_one(
