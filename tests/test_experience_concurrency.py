@@ -177,3 +177,99 @@ def test_writer_killed_mid_transaction_leaves_no_partial_rows(database_url: str,
     store = make_store(db, gates={"verifier": "none"})
     r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
     assert r.stored and r.timings["lock_wait_ms"] < 5000
+
+
+def test_a_write_back_raced_against_a_passage_update_never_stays_active_on_old_text(db: Database, tenant: int) -> None:
+    """A candidate grounded on a passage's old text: stored before the update, the update marks it
+    stale; checked after it, it is rejected; raced (both released together, many rounds), one of
+    the two, never an active experience on the old text."""
+    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.ingest import Document
+    from livingrag.db.repositories import corpora
+    from tests.corpus_support import CORPUS, HashEmbedder, RuleExtractor
+
+    with db.tenant_session(tenant) as s:
+        corpus = corpora.create_corpus(s, tenant, "race", embedding_model="hash16", embedding_dim=16, ner_model="rules")
+    indexer = CorpusIndexer(db, tenant, corpus, embedder=HashEmbedder(), extractor=RuleExtractor())  # type: ignore[arg-type]
+    indexer.index_documents([Document(r["title"], r["text"]) for r in CORPUS[:3]])
+    with db.tenant_session(tenant) as s:
+        pid, title = s.execute(
+            text("SELECT id, title FROM passages WHERE corpus_id = :c ORDER BY id LIMIT 1"), {"c": corpus.id}
+        ).one()
+    store = make_store(db, top_k=3)
+
+    def offer(i: int, passage_text: str, version: int) -> object:
+        emb = np.zeros(16)
+        emb[i % 16] = 1.0
+        emb[(i * 7 + 3) % 16] = 0.5  # distinct candidates: novelty never decides
+        c = candidate(
+            tenant, corpus.id, emb, {1000 + i: 1.0}, passages=(UsedPassage(pid, passage_text, title),),
+            corpus_version=version, query=f"Question number {i}?",
+        )  # fmt: skip
+        return store.write_back(c)
+
+    def state() -> tuple[int, str]:
+        with db.tenant_session(tenant) as s:
+            version = corpora.current_version(s, corpus.id)
+            now = s.execute(text("SELECT text FROM passages WHERE id = :p"), {"p": pid}).scalar_one()
+        return version, now
+
+    # the update first, then the write-back of a candidate retrieved before it: rejected, naming the passage
+    v0, old = state()
+    indexer.update_passage(pid, text=old + " Revised once.")
+    wb = offer(0, old, v0)
+    assert wb.decision == "rejected_grounding" and wb.experience_id is None  # type: ignore[attr-defined]
+    assert f"source passage(s) {pid} changed" in (wb.reason or "")  # type: ignore[attr-defined]
+    # an unchanged cited passage under a moved version (another passage changed): stored
+    v1, now_text = state()
+    with db.tenant_session(tenant) as s:
+        other = s.execute(
+            text("SELECT id FROM passages WHERE corpus_id = :c AND id <> :p ORDER BY id LIMIT 1"),
+            {"c": corpus.id, "p": pid},
+        ).scalar_one()
+    indexer.update_passage(other, text="A different passage entirely, about Ostrava.")
+    assert offer(1, now_text, v1).stored  # type: ignore[attr-defined]
+
+    def race(round_: int) -> object:
+        version, current = state()
+        go = threading.Barrier(2, timeout=60)
+        result: dict[str, object] = {}
+
+        def write() -> None:
+            go.wait()
+            result["wb"] = offer(round_, current, version)
+
+        def update() -> None:
+            go.wait()
+            time.sleep(0.002 * (round_ % 4))
+            indexer.update_passage(pid, text=current + f" Revised in round {round_}.")
+
+        threads = [threading.Thread(target=write), threading.Thread(target=update)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+        return result["wb"]
+
+    outcomes: list[str] = []
+    for round_ in range(2, 14):
+        wb = race(round_)
+        if wb.stored:  # type: ignore[attr-defined]
+            with db.tenant_session(tenant) as s:
+                stale = s.execute(
+                    text("SELECT stale FROM experiences WHERE id = :i"),
+                    {"i": wb.experience_id},  # type: ignore[attr-defined]
+                ).scalar_one()
+            assert stale, f"round {round_}: stored on the old text and left active"
+            outcomes.append("stored, then stale")
+        else:
+            assert wb.decision == "rejected_grounding", wb  # type: ignore[attr-defined]
+            outcomes.append("rejected")
+    with db.tenant_session(tenant) as s:
+        active_on_old = s.execute(
+            text(
+                "SELECT count(*) FROM experiences WHERE corpus_id = :c AND NOT stale AND :p = ANY(source_passage_ids)"
+            ),
+            {"c": corpus.id, "p": pid},
+        ).scalar_one()
+    assert active_on_old == 0, outcomes

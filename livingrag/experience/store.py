@@ -32,6 +32,8 @@ from sqlalchemy.orm import Session
 
 from livingrag.config import Settings
 from livingrag.db.engine import Database
+from livingrag.db.repositories import corpora
+from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience.answer_form import check_answer_form
@@ -480,8 +482,23 @@ class ExperienceStore:
             )
             timings["build_ms"] = _ms(t3)
             t4 = time.perf_counter()
+            # passage changes wait for this transaction, and it for them: an experience is either
+            # committed before a change (which then marks it stale) or checked against it here
+            corpus_repo.lock_corpus_shared(s, c.corpus_id)
             repo.lock_scope(s, c.corpus_id)
             timings["lock_wait_ms"] = _ms(t4)
+            changed = self._changed_evidence(s, c)
+            if changed:
+                reason = (
+                    f"source passage(s) {', '.join(map(str, changed))} changed or were deleted after the "
+                    f"retrieval (corpus version {c.corpus_version})"
+                )
+                details |= {"stage": "evidence_changed", "changed_passage_ids": changed}
+                timings["total_ms"] = _ms(t0)
+                log_id = self._log(s, c, "rejected_grounding", ns, gs, resolved, details, timings, None, reason)
+                return WriteBackResult(
+                    "rejected_grounding", ns, gs, resolved.name, None, log_id, reason, verdicts, timings
+                )
             t5 = time.perf_counter()
             ns2, nearest2 = self._novelty(s, c)
             timings["recheck_ms"] = _ms(t5)
@@ -500,6 +517,16 @@ class ExperienceStore:
             log_id = self._log(s, c, "stored", ns2, gs, resolved, details, timings, exp_id, None)
         self._warm_template(exp_id, new.query_template)
         return WriteBackResult("stored", ns2, gs, resolved.name, exp_id, log_id, None, verdicts, timings)
+
+    @staticmethod
+    def _changed_evidence(s: Session, c: _Checked) -> list[int]:
+        """The cited passages whose title or text is no longer what the answer was grounded on (or that
+        are gone), when the corpus version moved since the retrieval; none when it did not, or when
+        the candidate names no retrieval version."""
+        if c.corpus_version is None or corpora.current_version(s, c.corpus_id) == c.corpus_version:
+            return []
+        now = corpus_repo.passage_texts(s, c.corpus_id, [p.id for p in c.passages])
+        return sorted(p.id for p in c.passages if now.get(p.id) != ((p.title or ""), p.text))
 
     def _warm_template(self, experience_id: int, template: str | None) -> None:
         """Embed a just-stored experience's template into the cache of eq. 12 now, on the write-back

@@ -27,6 +27,23 @@ def lock_corpus(session: Session, corpus_id: int) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_BASE + int(corpus_id)})
 
 
+def lock_corpus_shared(session: Session, corpus_id: int) -> None:
+    """Hold off the writers of one corpus (:func:`lock_corpus`) until the end of the transaction,
+    without excluding other shared holders (experience write-backs of the corpus)."""
+    session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": _LOCK_BASE + int(corpus_id)})
+
+
+def passage_texts(session: Session, corpus_id: int, passage_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """``{id: (title, text)}`` of those of ``passage_ids`` that the corpus holds."""
+    if not passage_ids:
+        return {}
+    rows = session.execute(
+        text("SELECT id, title, text FROM passages WHERE corpus_id = :c AND id = ANY(:ids)"),
+        {"c": int(corpus_id), "ids": [int(p) for p in passage_ids]},
+    )
+    return {int(r[0]): (r[1] or "", r[2] or "") for r in rows}
+
+
 # ---------------------------------------------------------------------------------------- rows
 
 
@@ -601,6 +618,8 @@ __all__ = [
     "link_chunks",
     "load_graph_tables",
     "lock_corpus",
+    "lock_corpus_shared",
+    "passage_texts",
     "remove_orphan_entities",
     "update_passage_row",
     "write_batch",
