@@ -36,6 +36,8 @@ def demo(
             reuse.append("fused " + ",".join(f"#{e}" for e in r.living.fused_ids))
         if r.living is not None and r.living.scaffold_id is not None:
             reuse.append(f"scaffold #{r.living.scaffold_id}")
+        if r.living is not None and r.living.findings:
+            reuse.append("findings " + ",".join(f"#{f.experience_id}" for f in r.living.findings))
         mark = {True: "[green]ok[/green]", False: "[red]x[/red]"}
 
         def said(system: str) -> str:
