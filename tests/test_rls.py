@@ -1,12 +1,15 @@
 """Row-level security: a tenant's session can neither read, update nor delete another tenant's
-rows, even by id, and the application role cannot bypass RLS."""
+rows, even by id, and the application role cannot bypass RLS. Every test runs twice: with the app
+logging in as the owner and switching to ``db.app_role`` in each transaction (``db.app_url``
+unset), and with ``db.app_url`` set to a login role of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 
 from livingrag.db.engine import Database
@@ -15,6 +18,32 @@ from livingrag.db.repositories import corpora, tenants
 from tests.conftest import db_settings_for
 
 pytestmark = pytest.mark.db
+LOGIN_ROLE = "livingrag_rls_login"
+
+
+@pytest.fixture(params=["app_role", "app_url"])
+def db(request: pytest.FixtureRequest, db: Database, database_url: str) -> Iterator[Database]:
+    """The session's database as the default settings reach it (``app_role``), or through
+    ``db.app_url`` as a login role that is a member of the migrations' application role."""
+    if request.param == "app_role":
+        yield db
+        return
+    with db.owner_session() as s:
+        s.execute(
+            text(
+                f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{LOGIN_ROLE}') THEN "
+                f"CREATE ROLE {LOGIN_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD 'rls-test'; END IF; END $$"
+            )
+        )
+        s.execute(text(f"GRANT {db.settings.app_role} TO {LOGIN_ROLE}"))
+    url = make_url(database_url).set(username=LOGIN_ROLE, password="rls-test").render_as_string(hide_password=False)
+    login = Database(db_settings_for(database_url, app_url=url))
+    yield login
+    login.dispose()
+
+
+def _app_user(db: Database) -> str:
+    return LOGIN_ROLE if db.settings.app_url is not None else db.settings.app_role
 
 
 def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, int]:
@@ -166,7 +195,7 @@ def test_application_role_cannot_bypass_rls(db: Database) -> None:
         user, su, bypass = c.execute(
             text("SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         ).one()
-        assert user == db.settings.app_role
+        assert user == _app_user(db)
         assert su is False and bypass is False
         owners = set(
             c.execute(text("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = current_schema()")).scalars()
@@ -236,13 +265,14 @@ def test_tenant_read_settings_end_with_its_transaction(
         row = c.execute(
             text("SELECT current_setting('livingrag.tenant_id', true), current_setting('hnsw.ef_search'), current_user")
         ).one()
-        assert row[0] in (None, "") and row[1] in ("", "40") and row[2] == db.settings.app_role
+        assert row[0] in (None, "") and row[1] in ("", "40") and row[2] == _app_user(db)
         assert c.execute(text("SELECT count(*) FROM tenants")).scalar() == 0
     # every pooled connection is back to no tenant and the default search width
     for _ in range(db.settings.pool_size + 1):
         with db.app_session() as s:
             assert s.execute(text("SELECT current_setting('livingrag.tenant_id', true)")).scalar() in (None, "")
-            assert s.execute(text("SELECT current_setting('hnsw.ef_search')")).scalar() == "40"
+            # (unknown on a connection that has not loaded pgvector yet: None)
+            assert s.execute(text("SELECT current_setting('hnsw.ef_search', true)")).scalar() in (None, "40")
             assert s.execute(text("SELECT count(*) FROM tenants")).scalar() == 0
 
 
@@ -297,3 +327,51 @@ def test_tenant_read_survives_a_dropped_pooled_connection(
         assert rows[0][1] != pid
     finally:
         own.dispose()
+
+
+def test_every_transaction_runs_as_the_app_role_even_after_a_reset_role(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    """A pooled connection whose session-level role was reset (or never set, as behind a
+    transaction-pooling proxy) still runs each tenant transaction as the application role."""
+    a, _ = make_tenant("a")
+    for _ in range(db.settings.pool_size + 1):  # every pooled connection
+        with db.app_engine.connect() as c:
+            c.exec_driver_sql("RESET ROLE")
+            c.commit()
+    with db.tenant_session(a) as s:
+        assert s.execute(text("SELECT current_user")).scalar() == _app_user(db)
+    assert db.tenant_read(a, "SELECT current_user", {}) == [(_app_user(db),)]
+    with db.app_session() as s:
+        assert s.execute(text("SELECT current_user")).scalar() == _app_user(db)
+    assert db.app_role_problems() == []
+    db.check_app_role()
+
+
+def test_a_superuser_app_login_is_refused_naming_why(db: Database, database_url: str) -> None:
+    from livingrag.errors import ConfigError
+
+    owner = Database(db_settings_for(database_url, app_url=database_url))  # the owner: a superuser here
+    try:
+        problems = owner.app_role_problems()
+        assert any("is a superuser" in p for p in problems) and any("owns" in p for p in problems)
+        with pytest.raises(ConfigError, match="refusing to serve tenants: role .* is a superuser"):
+            owner.check_app_role()
+    finally:
+        owner.dispose()
+
+
+def test_the_pipeline_refuses_to_start_on_a_role_that_bypasses_rls(database_url: str) -> None:
+    from livingrag.config import get_settings
+    from livingrag.errors import ConfigError
+    from livingrag.pipeline.core import LivingRAG
+    from livingrag.testing.openai_server import OpenAICompatServer
+
+    owner = Database(db_settings_for(database_url, app_url=database_url))
+    try:
+        with OpenAICompatServer() as server:
+            settings = get_settings(llm={"provider": "openai", "base_url": server.base_url, "api_key": "k"})
+            with pytest.raises(ConfigError, match="refusing to serve tenants"):
+                LivingRAG(settings, db=owner)
+    finally:
+        owner.dispose()

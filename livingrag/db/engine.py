@@ -6,8 +6,10 @@ Two engines share one server:
   maintenance (tenant management, cross-tenant expiry);
 * the *app* engine runs everything done on behalf of a tenant. Its connections either log in as a
   role bound by row-level security (``db.app_url``) or switch to ``db.app_role`` right after
-  connecting. A tenant session sets ``livingrag.tenant_id`` at the start of every transaction, so
-  RLS confines it to that tenant's rows even if a query forgets a filter.
+  connecting and again at the start of every transaction (``SET LOCAL ROLE``). A tenant session
+  sets ``livingrag.tenant_id`` in that same first statement, so RLS confines it to that tenant's
+  rows even if a query forgets a filter. :meth:`Database.check_app_role` refuses a role that RLS
+  would not bind.
 
 Callers own transactions: repositories take a :class:`~sqlalchemy.orm.Session` and never commit.
 """
@@ -28,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from livingrag.config import DBSettings
 from livingrag.db.embedded import EmbeddedServer, start_embedded
-from livingrag.errors import DatabaseError, DatabaseUnavailable
+from livingrag.errors import ConfigError, DatabaseError, DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,7 @@ class Database:
         transactions in the same statement as the tenant, so they cost no extra round trip."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
-        scope, params = local_settings_statement({TENANT_SETTING: str(tenant_id), **(local_settings or {})})
+        scope, params = local_settings_statement(self._scope_settings(tenant_id, local_settings))
         session = self._app_sessions()
 
         @event.listens_for(session, "after_begin")
@@ -182,7 +184,7 @@ class Database:
         is ``DatabaseUnavailable``, as is an operational error (``statement_timeout`` included)."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
-        n, scope_params = _settings_params({TENANT_SETTING: str(tenant_id), **(local_settings or {})})
+        n, scope_params = _settings_params(self._scope_settings(tenant_id, local_settings))
         scope_sql = _set_config_driver_sql(n)
         engine = self.read_engine
         for attempt in range(2):
@@ -232,10 +234,61 @@ class Database:
                     )
         return self._read_engine
 
+    def _scope_settings(self, tenant_id: int | None, local_settings: Mapping[str, str] | None) -> dict[str, str]:
+        """What a transaction of the app engine sets first, in one statement: the role (when the app logs
+        in as the owner: ``SET LOCAL ROLE``, so that no transaction runs as the owner even on a
+        connection whose session-level ``SET ROLE`` was reset or never ran, as behind a
+        transaction-pooling proxy), the tenant and the caller's server settings."""
+        out = {"role": self._app_role} if self._app_role is not None else {}
+        if tenant_id is not None:
+            out[TENANT_SETTING] = str(tenant_id)
+        return out | dict(local_settings or {})
+
+    def app_role_problems(self) -> list[str]:
+        """Why the role that application transactions run as would not be bound by row-level security:
+        it is a superuser, has BYPASSRLS, or owns tables that have RLS (an owner bypasses RLS unless
+        it is forced). Empty when it is bound."""
+        sql = (
+            "SELECT current_user, r.rolsuper, r.rolbypassrls,"
+            " (SELECT count(*) FROM pg_class c WHERE c.relrowsecurity AND c.relowner = r.oid)"
+            " FROM pg_roles r WHERE r.rolname = current_user"
+        )
+        with self.app_session() as s:
+            user, superuser, bypass, owned = s.execute(text(sql)).one()
+        how = "the LIVINGRAG_DB__APP_URL login" if self.settings.app_url is not None else "LIVINGRAG_DB__APP_ROLE"
+        out = []
+        if superuser:
+            out.append(f"role {user!r} ({how}) is a superuser")
+        if bypass:
+            out.append(f"role {user!r} ({how}) has BYPASSRLS")
+        if owned:
+            out.append(f"role {user!r} ({how}) owns {owned} table(s) with row-level security")
+        return out
+
+    def check_app_role(self) -> None:
+        """:class:`ConfigError` naming each reason when application transactions would not be bound by
+        row-level security (see :meth:`app_role_problems`): tenants could then read each other's rows."""
+        problems = self.app_role_problems()
+        if problems:
+            raise ConfigError(
+                "refusing to serve tenants: " + "; ".join(problems) + ". Row-level security would not confine "
+                "the application's queries. Use a role without SUPERUSER or BYPASSRLS that owns no table: "
+                "LIVINGRAG_DB__APP_URL=<a login role such as the migrations' livingrag_app with LOGIN>, or unset it "
+                "and leave LIVINGRAG_DB__APP_ROLE at livingrag_app (created by the migrations)."
+            )
+
     @contextmanager
     def app_session(self) -> Iterator[Session]:
         """An application-role session with no tenant: RLS shows it no tenant-owned row."""
-        with _wrap_errors(), self._app_sessions() as session:
+        scope, params = local_settings_statement(self._scope_settings(None, None))
+        session = self._app_sessions()
+        if params:
+
+            @event.listens_for(session, "after_begin")
+            def _scope(_session: Session, _tx: Any, connection: Any) -> None:
+                connection.execute(scope, params)
+
+        with _wrap_errors(), session:
             try:
                 yield session
                 session.commit()

@@ -142,6 +142,7 @@ class LivingRAG:
         self.settings = settings
         self._own_db = db is None
         self.db = db if db is not None else Database(settings.db)
+        self.db.check_app_role()  # tenants' questions run only under a role that row-level security binds
         self._own_llm = llm is None
         if llm is None:
             from livingrag.generation.providers import build_llm
