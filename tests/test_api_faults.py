@@ -4,6 +4,7 @@ returned, the decision logged as an error), and too many questions at once (429)
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -18,7 +19,7 @@ from livingrag.db.repositories import tenants
 from livingrag.experience.grounding import Claim
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
-from livingrag.testing.openai_server import OpenAICompatServer
+from livingrag.testing.openai_server import OpenAICompatServer, Step
 from tests.api_support import api_settings, app_client, auth, flush, free_port, seed_corpus
 from tests.corpus_support import QUESTIONS
 
@@ -166,3 +167,40 @@ def test_full_writeback_queue_drops_and_logs_but_answers(db: Database, database_
         ).all()
     assert sorted(d for d, _ in decisions) == ["dropped", "dropped", "stored", "stored"]
     assert all(r == "write-back queue is full" for d, r in decisions if d == "dropped")
+
+
+def test_server_side_failures_tell_the_tenant_a_safe_message_and_log_the_detail_by_request_id(
+    db: Database, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream LLM error body and the LLM's address stay in the server log; the tenant gets the
+    code, a fixed message and the request id (body and X-Request-ID), which the log line names."""
+    llm = OpenAICompatServer()
+    with llm, app_client(db, api_settings(database_url, llm.base_url, llm={"max_retries": 0})) as client:
+        _, key = _tenant(db)
+        cid = seed_corpus(client, key)
+        llm.script.extend(Step(status=400, error_message="SECRET-UPSTREAM-DETAIL") for _ in range(4))
+        with caplog.at_level(logging.WARNING, logger="livingrag.api.errors"):
+            r, _ = _ask(client, key, cid, ablations=["gate"])
+        assert r.status_code >= 500, r.text
+        err = r.json()["error"]
+        assert err["request_id"] == r.headers["x-request-id"] and len(err["request_id"]) >= 16
+        assert err["request_id"] in err["message"]
+        for leak in ("SECRET-UPSTREAM-DETAIL", llm.base_url, "127.0.0.1", "Traceback"):
+            assert leak not in r.text
+        logged = [rec.getMessage() for rec in caplog.records if err["request_id"] in rec.getMessage()]
+        assert logged and "SECRET-UPSTREAM-DETAIL" in logged[0]
+        # a client error still says what was wrong, and a client's own request id comes back
+        r = client.post("/v1/ask", json={"question": "", "corpus": cid}, headers=auth(key) | {"X-Request-ID": "req-42"})
+        assert r.status_code == 422 and "question" in r.json()["error"]["message"]
+        assert r.headers["x-request-id"] == "req-42" == r.json()["error"]["request_id"]
+        bad = client.get("/health", headers={"X-Request-ID": "bad id with spaces"})
+        assert bad.headers["x-request-id"] != "bad id with spaces"
+
+
+def test_a_failed_index_job_names_input_errors_but_not_server_details() -> None:
+    from livingrag.api.jobs import job_error_message
+    from livingrag.errors import InvalidInput
+
+    assert job_error_message("j1", InvalidInput("document 3 has no text")) == "InvalidInput: document 3 has no text"
+    msg = job_error_message("j2", RuntimeError("connection to postgresql://app:pw@db.internal:5432 refused"))
+    assert "db.internal" not in msg and "pw" not in msg and "j2" in msg and "RuntimeError" in msg

@@ -355,7 +355,7 @@ def test_a_superuser_app_login_is_refused_naming_why(db: Database, database_url:
     try:
         problems = owner.app_role_problems()
         assert any("is a superuser" in p for p in problems) and any("owns" in p for p in problems)
-        with pytest.raises(ConfigError, match="refusing to serve tenants: role .* is a superuser"):
+        with pytest.raises(ConfigError, match=r"refusing to serve tenants: role .* is a superuser"):
             owner.check_app_role()
     finally:
         owner.dispose()

@@ -16,6 +16,7 @@ from livingrag.api import errors
 from livingrag.api.deps import Services
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
+from livingrag.api.request_id import RequestId
 from livingrag.api.routes import admin, ask, corpora, experiences, health, passages, tenants
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def _load_models(svc: Services) -> None:
         log.info("models loaded")
     except Exception as exc:
         log.error("could not load the models: %s", exc)
-        svc.models_error = f"models failed to load: {type(exc).__name__}: {exc}"
+        svc.models_error = "models failed to load (the reason is in the server log)"
         return
     # A local answer model starts its process now rather than on the first question. A failure
     # here is logged, not fatal: each question tries again and answers 503 while it fails.
@@ -148,6 +149,7 @@ def create_app(
     for module in (tenants, corpora, passages, ask, experiences, admin, health):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
+    app.add_middleware(RequestId)  # outermost: every response, the 413 included, carries the id
     return app
 
 

@@ -1,7 +1,10 @@
-"""Structured JSON errors: every failure answers ``{"error": {"code": ..., "message": ...}}``.
+"""Structured JSON errors: every failure answers ``{"error": {"code", "message", "request_id"}}``.
 
 :mod:`livingrag.errors` map to HTTP statuses here, once; nothing else in the API builds error
-bodies by hand.
+bodies by hand. A client error (4xx) says what was wrong with the request. A server-side failure
+(5xx: the LLM, the database, a model, a bug) answers a fixed, safe message for its code: upstream
+response bodies, server URLs, driver error lines and exception text go to the server log, with the
+request id that the response carries (body and ``X-Request-ID``), never to the tenant.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livingrag import errors as e
 from livingrag.api.jobs import JobQueueFull
+from livingrag.api.request_id import request_id_of
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +28,7 @@ log = logging.getLogger(__name__)
 class ErrorBody(BaseModel):
     code: str
     message: str
+    request_id: str | None = None
 
 
 class ErrorResponse(BaseModel):
@@ -81,8 +86,41 @@ COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+SAFE_MESSAGES = {
+    "llm_timeout": "the language model timed out (no answer within the timeout); try again",
+    "llm_unavailable": "the language model is unavailable; try again later",
+    "llm_error": "the language model returned an error",
+    "database_unavailable": "the database is unavailable; try again later",
+    "schema_out_of_date": "the database schema is out of date; an operator must run `livingrag db upgrade`",
+    "model_unavailable": "a model the service needs is unavailable; try again later",
+    "internal": "internal server error",
+}
+"""What a tenant is told for each server-side code; the detail is in the server log under the request id."""
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, *, request_id: str | None = None
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def server_error(
+    request: Request, status: int, code: str, exc: BaseException, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The safe answer for a server-side failure; the exception is logged with the request id."""
+    rid = request_id_of(request)
+    unexpected = not isinstance(exc, e.LivingRAGError) or code == "internal"
+    log.log(
+        logging.ERROR if unexpected else logging.WARNING,
+        "request %s %s %s failed (%s): %s: %s",
+        rid, request.method, request.url.path, code, type(exc).__name__, exc,
+        exc_info=exc if unexpected else None,
+    )  # fmt: skip
+    message = f"{SAFE_MESSAGES.get(code, SAFE_MESSAGES['internal'])} (request id {rid})"
+    return error_response(status, code, message, headers, request_id=rid)
 
 
 def map_exception(exc: BaseException) -> tuple[int, str] | None:
@@ -112,25 +150,26 @@ def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into the structured body."""
 
     @app.exception_handler(ApiError)
-    async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.headers, request_id=request_id_of(request))
 
     @app.exception_handler(e.LivingRAGError)
-    async def _domain(_: Request, exc: e.LivingRAGError) -> JSONResponse:
+    async def _domain(request: Request, exc: e.LivingRAGError) -> JSONResponse:
         mapped = map_exception(exc)
         if mapped is None:
-            log.error("unmapped error: %s", exc, exc_info=exc)
-            return error_response(500, "internal", f"{type(exc).__name__}: {exc}")
+            return server_error(request, 500, "internal", exc)
         status, code = mapped
         headers = {"Retry-After": "2"} if status in (429, 503) else None
-        return error_response(status, code, str(exc), headers)
+        if status >= 500:
+            return server_error(request, status, code, exc, headers)
+        return error_response(status, code, str(exc), headers, request_id=request_id_of(request))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, "invalid_input", describe_validation(exc))
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_input", describe_validation(exc), request_id=request_id_of(request))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = STATUS_CODES.get(exc.status_code, "error")
         message = str(exc.detail)
         cause = exc.__cause__
@@ -139,9 +178,10 @@ def install(app: FastAPI) -> None:
             message = f"the body is not UTF-8 text (byte 0x{bad} at offset {cause.start}); send UTF-8 JSON"
         elif cause is not None and exc.status_code == 400:
             message = f"{message}: {type(cause).__name__}: {cause}"[:500]
-        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+        return error_response(
+            exc.status_code, code, message, getattr(exc, "headers", None), request_id=request_id_of(request)
+        )
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected error", exc_info=exc)
-        return error_response(500, "internal", "internal server error (logged)")
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return server_error(request, 500, "internal", exc)

@@ -19,11 +19,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from livingrag.errors import LivingRAGError
+from livingrag.errors import AlreadyExists, InvalidInput, LivingRAGError, NotFound
 
 log = logging.getLogger(__name__)
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
+
+
+def job_error_message(job_id: str, exc: BaseException) -> str:
+    """What the tenant reads of a failed job: what was wrong with its documents (invalid input, a
+    duplicate, something missing) in full; any other failure as a fixed message naming the job,
+    whose detail is in the server log."""
+    if isinstance(exc, InvalidInput | AlreadyExists | NotFound):
+        return f"{type(exc).__name__}: {exc}"[:2000]
+    return f"the index job failed on the server ({type(exc).__name__}); the detail is logged under job {job_id}"
 
 
 class JobQueueFull(LivingRAGError):
@@ -75,7 +84,7 @@ class JobRegistry:
             job.state = "succeeded"
         except Exception as exc:
             log.warning("index job %s failed: %s", job.id, exc, exc_info=not isinstance(exc, LivingRAGError))
-            job.error = f"{type(exc).__name__}: {exc}"[:2000]
+            job.error = job_error_message(job.id, exc)
             job.state = "failed"
         finally:
             job.finished_at = datetime.now(UTC)
