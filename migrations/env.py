@@ -10,13 +10,18 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from livingrag.db.models import Base
+from livingrag.db.models import Base, include_in_autogenerate
 
 target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, transaction_per_migration=True)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        transaction_per_migration=True,
+        include_name=include_in_autogenerate,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

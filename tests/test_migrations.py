@@ -191,3 +191,18 @@ def test_upgrade_keeps_data_populated_at_previous_revision(fresh_db: Database, p
             )
         ).one()
     assert row == ("who met Bob?", {"906": 1.0}, "Q: who met Bob? A: Alice", "Alice", 0.75, [903])
+
+
+def test_the_models_are_the_migrated_schema(db: Database) -> None:
+    """``db/models.py`` (alembic's metadata) and the schema the migrations build are the same:
+    autogenerate proposes nothing (columns and their types, generated columns, primary, unique and
+    foreign keys, indexes), apart from the HNSW indexes made per dimension and scope at run time."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from livingrag.db.models import Base, include_in_autogenerate
+
+    with db.owner_engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": include_in_autogenerate})
+        diff = compare_metadata(ctx, Base.metadata)
+    assert diff == [], f"db/models.py differs from the migrated schema: {diff}"

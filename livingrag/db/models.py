@@ -6,6 +6,9 @@ session setting ``livingrag.tenant_id`` (see :mod:`livingrag.db.tenancy`).
 Vector columns are declared without a dimension (``vector``) so one schema serves corpora that use
 different embedding models; each row records its ``embedding_dim`` where an index needs it, and the
 HNSW indexes are partial expression indexes on ``(column::vector(d))`` for each dimension in use.
+Those are made by the migrations and the scope-index planner per dimension, so they are not
+declared here (:data:`DYNAMIC_INDEX_PREFIXES`); everything else is, and a test compares these
+tables with the migrated schema.
 """
 
 from __future__ import annotations
@@ -16,21 +19,24 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ARRAY,
+    REAL,
     BigInteger,
     Boolean,
+    Computed,
     DateTime,
     Double,
-    Float,
     ForeignKey,
     ForeignKeyConstraint,
     Identity,
+    Index,
     Integer,
     MetaData,
     Text,
     UniqueConstraint,
     func,
+    text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -97,7 +103,12 @@ class Corpus(Base):
 
 class Passage(Base):
     __tablename__ = "passages"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        UniqueConstraint("corpus_id", "content_hash", name="uq_passages_corpus_hash"),
+        Index("ix_passages_corpus_external", "corpus_id", "external_id"),
+        Index("ix_passages_corpus_doc", "corpus_id", "doc_key", "chunk_index"),
+    )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -116,7 +127,11 @@ class Passage(Base):
 
 class Sentence(Base):
     __tablename__ = "sentences"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_sentences_passage", "passage_id"),
+        Index("ix_sentences_corpus", "corpus_id"),
+    )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -128,7 +143,10 @@ class Sentence(Base):
 
 class Entity(Base):
     __tablename__ = "entities"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        UniqueConstraint("corpus_id", "normalized_name", name="uq_entities_corpus_normalized"),
+    )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -141,7 +159,11 @@ class Entity(Base):
 
 class EntitySentence(Base):
     __tablename__ = "entity_sentences"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_entity_sentences_sentence", "sentence_id"),
+        Index("ix_entity_sentences_corpus", "corpus_id"),
+    )
     entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
     sentence_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("sentences.id", ondelete="CASCADE"), primary_key=True
@@ -152,28 +174,41 @@ class EntitySentence(Base):
 
 class PassageEntity(Base):
     __tablename__ = "passage_entities"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_passage_entities_entity", "entity_id"),
+        Index("ix_passage_entities_corpus", "corpus_id"),
+    )
     passage_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
     entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     mentions: Mapped[int] = mapped_column(Integer, nullable=False)
-    weight: Mapped[float] = mapped_column(Float, nullable=False)
+    weight: Mapped[float] = mapped_column(REAL, nullable=False)
 
 
 class PassageLink(Base):
     __tablename__ = "passage_links"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_passage_links_target", "target_id"),
+        Index("ix_passage_links_corpus", "corpus_id"),
+    )
     source_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
     target_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
-    weight: Mapped[float] = mapped_column(Float, nullable=False, server_default="1.0")
+    weight: Mapped[float] = mapped_column(REAL, nullable=False, server_default="1.0")
 
 
 class Experience(Base):
     __tablename__ = "experiences"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_experiences_scope_created", "tenant_id", "corpus_id", "created_at"),
+        Index("ix_experiences_expires", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
+        Index("ix_experiences_sources", "source_passage_ids", postgresql_using="gin"),
+    )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -182,11 +217,14 @@ class Experience(Base):
     query_embedding: Mapped[Any] = mapped_column(Vector(), nullable=False)
     embedding_dim: Mapped[int] = mapped_column(Integer, nullable=False)
     activation: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False)
+    activation_packed: Mapped[bytes | None] = mapped_column(
+        BYTEA, Computed("livingrag_pack_activation(activation)", persisted=True)
+    )  # migration 0003: (entity id, weight) pairs, big-endian int8 + float8
     summary: Mapped[str] = mapped_column(Text, nullable=False)
     answer: Mapped[str] = mapped_column(Text, nullable=False)
     created_at: Mapped[datetime] = _now()
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    confidence: Mapped[float] = mapped_column(Float, nullable=False)
+    confidence: Mapped[float] = mapped_column(REAL, nullable=False)
     grounding: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
     source_passage_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
     corpus_version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
@@ -202,19 +240,33 @@ class ExperienceEntity(Base):
     (a~_k[e] / |a~_k|, migration 0002) so the entity channel ranks by cosine."""
 
     __tablename__ = "experience_entities"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index(
+            "ix_experience_entities_channel",
+            "tenant_id",
+            "corpus_id",
+            "entity_id",
+            text("weight DESC"),
+            postgresql_include=["experience_id"],
+        ),
+    )
     experience_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("experiences.id", ondelete="CASCADE"), primary_key=True
     )
     entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
-    weight: Mapped[float] = mapped_column(Float, nullable=False)
+    weight: Mapped[float] = mapped_column(REAL, nullable=False)
 
 
 class WritebackLog(Base):
     __tablename__ = "writeback_log"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (
+        _in_corpus(),
+        Index("ix_writeback_log_scope_created", "tenant_id", "corpus_id", "created_at"),
+        Index("ix_writeback_log_experience", "experience_id", postgresql_where=text("experience_id IS NOT NULL")),
+    )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -222,8 +274,8 @@ class WritebackLog(Base):
     experience_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("experiences.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = _now()
     query: Mapped[str] = mapped_column(Text, nullable=False)
-    novelty: Mapped[float | None] = mapped_column(Float)
-    grounding: Mapped[float | None] = mapped_column(Float)
+    novelty: Mapped[float | None] = mapped_column(REAL)
+    grounding: Mapped[float | None] = mapped_column(REAL)
     verifier: Mapped[str | None] = mapped_column(Text)
     decision: Mapped[str] = mapped_column(Text, nullable=False)
     reason: Mapped[str | None] = mapped_column(Text)
@@ -233,7 +285,7 @@ class WritebackLog(Base):
 
 class QueryLog(Base):
     __tablename__ = "query_log"
-    __table_args__ = (_in_corpus(),)
+    __table_args__ = (_in_corpus(), Index("ix_query_log_scope_created", "tenant_id", "corpus_id", "created_at"))
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
@@ -251,6 +303,19 @@ class QueryLog(Base):
     passage_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), nullable=False, server_default="{}")
     error: Mapped[str | None] = mapped_column(Text)
     reused_experience_id: Mapped[int | None] = mapped_column(BigInteger)  # migration 0004
+
+
+DYNAMIC_INDEX_PREFIXES: tuple[str, ...] = ("ix_experiences_query_embedding_hnsw_", "ix_exp_scope_")
+"""Indexes made per embedding dimension (migrations) and per tenant scope (:mod:`livingrag.db.repositories.
+scope_indexes`) as they are needed, not declared above."""
+
+
+def include_in_autogenerate(name: str | None, type_: str, _parent: object = None) -> bool:
+    """alembic's ``include_name``: compare everything but the run-time indexes
+    (:data:`DYNAMIC_INDEX_PREFIXES`) and alembic's own version table."""
+    if type_ == "index" and name is not None and name.startswith(DYNAMIC_INDEX_PREFIXES):
+        return False
+    return not (type_ == "table" and name == "alembic_version")
 
 
 TENANT_OWNED_TABLES: tuple[str, ...] = (

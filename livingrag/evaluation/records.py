@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -310,10 +310,3 @@ def by_system_and_order(records: Iterable[QueryRecord]) -> dict[tuple[str, int],
 def _system_rank(system: str) -> tuple[int, str]:
     order = [SYSTEM_LINEAR, SYSTEM_LIVING, *ABLATION_SYSTEMS.values()]
     return (order.index(system) if system in order else len(order), system)
-
-
-def iter_runs(records: Iterable[QueryRecord], system: str) -> Iterator[tuple[int, list[QueryRecord]]]:
-    """(order, records) for every run of ``system``, orders ascending."""
-    for (s, o), run in by_system_and_order(records).items():
-        if s == system:
-            yield o, run

@@ -195,12 +195,6 @@ def corpus_counts(session: Session, corpus_id: int) -> dict[str, int]:
     )
 
 
-def all_hashes(session: Session, corpus_id: int) -> list[str]:
-    return list(
-        session.execute(text("SELECT content_hash FROM passages WHERE corpus_id = :c"), {"c": corpus_id}).scalars()
-    )
-
-
 # ---------------------------------------------------------------------------------------- writes
 
 

@@ -126,12 +126,6 @@ class ExperienceRecord:
     map_size: int
 
 
-def as_array(value: Any) -> np.ndarray:
-    """A pgvector value (``Vector`` or array) as a float32 numpy array."""
-    to_numpy = getattr(value, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
-
-
 def _dim_sql(dim: int) -> int:
     if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 16000:
         raise InvalidInput(f"embedding dimension must be an integer in [1, 16000], got {dim!r}")
