@@ -116,3 +116,18 @@ def test_prompt_longer_than_the_context_is_a_clear_error() -> None:
     small = build_llm(settings, data_dir=default_data_dir())
     with pytest.raises(LLMError, match="LIVINGRAG_LLM__CONTEXT_TOKENS"):
         small.complete([{"role": "user", "content": "word " * 400}], max_tokens=4)
+
+
+def test_an_answer_does_not_depend_on_the_request_before_it(llm: LocalLLM) -> None:
+    """Each prompt is evaluated from its first token (no KV-cache prefix reuse across requests), so
+    a prompt answered after another that shares a long prefix with it, and after one that shares
+    none, gets the same reply."""
+    shared = "Passages:\n" + " ".join(f"Fact {i}: the river Ulm{i} flows into lake Bera{i}." for i in range(30))
+    question = [{"role": "user", "content": shared + "\nWhich lake does the river Ulm17 flow into?"}]
+    other_q = [{"role": "user", "content": shared + "\nWhich lake does the river Ulm3 flow into?"}]
+    unrelated = [{"role": "user", "content": "Name a colour."}]
+    llm.complete(other_q, max_tokens=12)
+    after_shared = llm.complete(question, max_tokens=12)
+    llm.complete(unrelated, max_tokens=4)
+    after_unrelated = llm.complete(question, max_tokens=12)
+    assert after_shared.text == after_unrelated.text

@@ -176,6 +176,12 @@ class LlamaModel:
             tokens = self.llama.tokenize(chat.prompt.encode("utf-8"), add_bos=not chat.added_special, special=True)
             template_stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
             criteria = llama_cpp.StoppingCriteriaList([past_deadline, *(chat.stopping_criteria or [])])
+            # Every prompt is evaluated from its first token: llama-cpp-python would otherwise reuse
+            # the KV cache of the longest prefix shared with the previous request, which changes how
+            # the rest is batched, so a near tie in greedy decoding could go either way and the same
+            # prompt get another answer depending on what was asked before (seen in a paired
+            # evaluation: same prompt, different answers). It costs the shared prefix's evaluation.
+            self.llama.reset()
             out = self.llama.create_completion(
                 prompt=tokens,
                 max_tokens=req["max_tokens"],
