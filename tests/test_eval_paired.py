@@ -80,3 +80,16 @@ def test_report_rows_pair_each_order_with_linearrag_and_leave_failures_out() -> 
 def test_report_rows_need_a_linearrag_run() -> None:
     assert paired_rows(by_system_and_order([rec("living", "q0")])) == []
     assert "Needs a LinearRAG run" in _paired_section([])
+
+
+def test_the_pooled_row_takes_linearrags_answer_from_any_order_that_has_it() -> None:
+    """LinearRAG's order 0 holds only q0 (an interrupted start); orders 1 and 2 hold both questions:
+    the pooled row pairs both questions, not only those of order 0."""
+    records = [
+        rec("linear", "q0", order=0, contain_correct=False),
+        *(rec("linear", q, order=o, contain_correct=False) for o in (1, 2) for q in ("q0", "q1")),
+        *(rec("living", q, order=o, contain_correct=True) for o in (1, 2) for q in ("q0", "q1")),
+    ]
+    rows = paired_rows(by_system_and_order(records))
+    pooled = next(r for r in rows if r["order"] == "all")
+    assert pooled["n"] == 2 and pooled["contain"]["diff"] == pytest.approx(1.0)

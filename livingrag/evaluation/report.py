@@ -107,9 +107,13 @@ def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str
             per_order.append({q: mine[q] for q in ok})
             rows.append(_paired_row(system, o, [mine[q] for q in ok], [base[q] for q in ok], len(both) - len(ok)))
         if len(orders) > 1:
-            common = set.intersection(*(set(m) for m in per_order))
-            qs = sorted(common)
-            base = {r.question_id: r for r in runs[(SYSTEM_LINEAR, linear_orders[0])]}
+            # LinearRAG's answer to a question is the same in every order: take it from any run that has it
+            base = {}
+            for lo in linear_orders:
+                for r in runs[(SYSTEM_LINEAR, lo)]:
+                    if r.error is None:
+                        base.setdefault(r.question_id, r)
+            qs = sorted(set.intersection(*(set(m) for m in per_order)) & base.keys())
             mean_acc = [sum(m[q].contain_correct for m in per_order) / len(per_order) for q in qs]
             mean_tok = [sum(m[q].completion_tokens for m in per_order) / len(per_order) for q in qs]
             contain = paired_bootstrap(mean_acc, [float(base[q].contain_correct) for q in qs]) if qs else None
