@@ -93,3 +93,16 @@ def test_the_pooled_row_takes_linearrags_answer_from_any_order_that_has_it() -> 
     rows = paired_rows(by_system_and_order(records))
     pooled = next(r for r in rows if r["order"] == "all")
     assert pooled["n"] == 2 and pooled["contain"]["diff"] == pytest.approx(1.0)
+
+
+def test_the_main_order_is_the_first_one_every_system_ran_in_full() -> None:
+    from livingrag.evaluation.report import main_order
+
+    records = [
+        rec("linear", "q0", order=0),
+        *(rec(s, q, order=o) for s in ("linear", "living") for o in (1, 2) for q in ("q0", "q1")),
+    ]
+    runs = by_system_and_order(records)
+    assert main_order(runs, ["linear", "living"], [0, 1, 2]) == 1
+    full = by_system_and_order([rec(s, q, order=o) for s in ("linear", "living") for o in (0, 1) for q in ("q0",)])
+    assert main_order(full, ["linear", "living"], [0, 1]) == 0

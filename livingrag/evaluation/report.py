@@ -5,7 +5,8 @@ re-reports a finished run from its records). :func:`build_results` computes ever
 JSON-able data; :func:`render_markdown` lays them out as the paper does, with the paper's own figure
 beside ours wherever the metric is the same, always labelled as the paper's.
 
-The main tables use one stream order (order 0, the dataset order, when present); Table 18 gives the
+The main tables use one stream order (order 0, the dataset order, when every system ran it in full,
+else the first such order; see :func:`main_order`); Table 18 gives the
 mean and sample standard deviation over all orders.
 """
 
@@ -80,6 +81,15 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return [_jsonable(v) for v in x]
     return x
+
+
+def main_order(runs: dict[tuple[str, int], list[QueryRecord]], systems: list[str], orders: list[int]) -> int:
+    """The order of the main tables: the first order every system ran in full (the longest run's
+    length), order 0 first; else the first order every system ran in; else the first order."""
+    longest = max((len(v) for v in runs.values()), default=0)
+    full = [o for o in orders if all(len(runs.get((s, o), ())) == longest for s in systems)]
+    shared = [o for o in orders if all((s, o) in runs for s in systems)]
+    return (full or shared or orders)[0]
 
 
 def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str, Any]]:
@@ -179,8 +189,8 @@ def build_results(
         raise ValueError("no records: nothing to report")
     runs = by_system_and_order(records)
     orders = sorted({o for _, o in runs})
-    main = 0 if 0 in orders else orders[0]
     systems = list(dict.fromkeys(s for s, _ in runs))
+    main = main_order(runs, systems, orders)
     summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
     main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
     main_sum = {s: summaries[(s, main)] for s in main_runs}
