@@ -47,7 +47,7 @@ from livingrag.experience.similarity import (
     unit_sparse,
 )
 from livingrag.experience.sparsify import sparsify, validate_activation
-from livingrag.experience.template import DATE, ENT, NUM, QUOTE, guess_mentions, mask, mask_scaffold
+from livingrag.experience.template import DATE, ENT, NUM, QUOTE, guess_mentions, has_placeholder, mask, mask_scaffold
 
 # ------------------------------------------------------------------ similarity
 
@@ -387,3 +387,9 @@ def test_mask_scaffold_keeps_the_reasoning_pattern_only() -> None:
         "Yes",
     )
     assert mask_scaffold("", "", "") == ("", "", "")
+
+
+def test_placeholders_are_found_in_an_answer() -> None:
+    assert has_placeholder("[ENT]") and has_placeholder("born in [DATE]") and has_placeholder("[NUM] films")
+    assert has_placeholder("the song [QUOTE]")
+    assert not has_placeholder("Galway") and not has_placeholder("") and not has_placeholder("[1] passage")

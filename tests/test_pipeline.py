@@ -319,6 +319,42 @@ def test_an_earlier_answer_is_stated_as_a_finding_with_its_names(
     assert use["scaffold_uses"] == 2  # the finding (a) and the scaffold (b)
 
 
+def test_an_answer_copied_from_the_masked_scaffold_is_asked_again_without_it(
+    db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    """A model that answers a placeholder of the masked pattern ("[ENT]") is asked once more without
+    the scaffold; the answer is the second one, both calls' tokens are counted, no scaffold is used."""
+    from livingrag.testing.openai_server import qa_reply, words
+
+    tenant_id, corpus = clean
+    rag = make_rag(experience={"scaffold_entities": "mask", "findings_k": 0})
+    e1 = store_first(rag, tenant_id, corpus)
+
+    copied = "Thought: the reference says so.\nAnswer: [ENT]"
+
+    def copies_placeholders(messages: list[dict[str, Any]]) -> str:
+        if SCAFFOLD_MARK in messages[-1]["content"]:
+            return copied
+        return qa_reply(messages)
+
+    n_req = len(server.requests)
+    server.responder = copies_placeholders
+    try:
+        a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    finally:
+        server.responder = qa_reply
+    assert len(server.requests) == n_req + 2
+    first, second = (r["body"]["messages"][-1]["content"] for r in server.requests[-2:])
+    assert SCAFFOLD_MARK in first and SCAFFOLD_MARK not in second
+    assert a.answer and "[ENT]" not in a.answer and a.scaffold is None
+    again = qa_reply(server.requests[-1]["body"]["messages"])
+    assert a.completion.attempts == 2 and a.completion_tokens == words(copied) + words(again)
+    (row,) = rows(db, tenant_id, "SELECT scaffold_experience_id, answer FROM query_log WHERE id = :i", i=a.query_log_id)
+    assert row["scaffold_experience_id"] is None and row["answer"] == a.answer
+    (exp,) = rows(db, tenant_id, "SELECT scaffold_uses FROM experiences WHERE id = :i", i=e1)
+    assert exp["scaffold_uses"] == 0
+
+
 def test_scaffold_entities_auto_masks_for_the_local_model_only(server: OpenAICompatServer) -> None:
     assert not scaffolds_masked(make_settings(server.base_url))  # openai: eq. 6 as written
     assert scaffolds_masked(get_settings(llm={"provider": "local"}))

@@ -91,6 +91,11 @@ def mask(question: str, mentions: Iterable[str] | None = None) -> str:
     return " ".join(text.split())
 
 
+def has_placeholder(text: str) -> bool:
+    """Whether ``text`` holds one of the masks' placeholders (``[ENT]``, ``[QUOTE]``, ``[NUM]``, ``[DATE]``)."""
+    return any(p in (text or "") for p in (ENT, QUOTE, NUM, DATE))
+
+
 _YES_NO = {"yes", "no"}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

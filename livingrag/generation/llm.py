@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 Message = dict[str, str]
@@ -33,6 +33,17 @@ class Completion:
     def cost_usd(self, price_prompt_per_m: float, price_completion_per_m: float) -> float:
         """cost = prompt_tokens * p_in / 1e6 + completion_tokens * p_out / 1e6."""
         return (self.prompt_tokens * price_prompt_per_m + self.completion_tokens * price_completion_per_m) / 1e6
+
+
+def added(first: Completion, second: Completion) -> Completion:
+    """``second`` with the tokens, latency and attempts of both calls (one answer that took two)."""
+    return replace(
+        second,
+        prompt_tokens=first.prompt_tokens + second.prompt_tokens,
+        completion_tokens=first.completion_tokens + second.completion_tokens,
+        latency_s=first.latency_s + second.latency_s,
+        attempts=first.attempts + second.attempts,
+    )
 
 
 @runtime_checkable

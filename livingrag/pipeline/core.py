@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,7 @@ from livingrag.errors import InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.answer_reuse import pick_repeat
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.store import ExperienceStore
-from livingrag.experience.template import mask, mask_scaffold
+from livingrag.experience.template import has_placeholder, mask, mask_scaffold
 from livingrag.experience.types import (
     ExperienceCandidate,
     Finding,
@@ -40,7 +40,7 @@ from livingrag.experience.types import (
     ScaffoldChoice,
     WriteBackResult,
 )
-from livingrag.generation.llm import LLM, Completion
+from livingrag.generation.llm import LLM, Completion, added
 from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
 from livingrag.models.threads import set_torch_threads
 from livingrag.pipeline.modes import Mode
@@ -272,6 +272,17 @@ class LivingRAG:
         t = time.perf_counter()
         try:
             gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+            if scaffold is not None and self.mask_scaffolds and has_placeholder(gen.answer):
+                # the model copied a placeholder of the masked pattern ("[ENT]"): no such answer can be
+                # right, so the question is asked again without the scaffold (both calls are counted)
+                log.info("answer %r copied the masked scaffold; asking again without it", gen.answer)
+                first = gen.completion
+                prompt = build_qa_prompt(
+                    q, result.passages, findings=[_finding_for_prompt(f) for f in findings], style=self.style
+                )
+                gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+                gen = replace(gen, completion=added(first, gen.completion))
+                scaffold, scaffold_id = None, None
         except LLMError as exc:
             lat["llm"] = _ms(t)
             lat["total"] = _ms(t0)
