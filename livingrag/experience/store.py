@@ -349,6 +349,8 @@ class ExperienceStore:
                 s, fused_ids=fused_ids, scaffold_id=scaffold_id, finding_ids=finding_ids, now=self._clock()
             )
 
+    # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
+
     def write_back(self, candidate: ExperienceCandidate, *, gated: bool = True) -> WriteBackResult:
         """Gate and store one candidate; returns (and logs in ``writeback_log``) the decision.
 

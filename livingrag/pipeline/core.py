@@ -256,11 +256,12 @@ class LivingRAG:
         scaffold = match.scaffold if (match is not None and m.scaffold) else None
         if scaffold is not None and scaffold.experience_id in {f.experience_id for f in findings}:
             scaffold = None  # stated with its names as a finding; not again as a (masked) pattern
+        stated = [_summary_for_prompt(f.summary) for f in findings]
         prompt = build_qa_prompt(
             q,
             result.passages,
-            scaffold=_scaffold_for_prompt(scaffold, masked=self.mask_scaffolds),
-            findings=[_finding_for_prompt(f) for f in findings],
+            scaffold=_summary_for_prompt(scaffold.summary, masked=self.mask_scaffolds) if scaffold else None,
+            findings=stated,
             style=self.style,
         )
         lat["prompt"] = _ms(t)
@@ -277,9 +278,7 @@ class LivingRAG:
                 # right, so the question is asked again without the scaffold (both calls are counted)
                 log.info("answer %r copied the masked scaffold; asking again without it", gen.answer)
                 first = gen.completion
-                prompt = build_qa_prompt(
-                    q, result.passages, findings=[_finding_for_prompt(f) for f in findings], style=self.style
-                )
+                prompt = build_qa_prompt(q, result.passages, findings=stated, style=self.style)
                 gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
                 gen = replace(gen, completion=added(first, gen.completion))
                 scaffold, scaffold_id = None, None
@@ -565,20 +564,12 @@ def scaffolds_masked(settings: Settings) -> bool:
     return settings.llm.provider == "local" if mode == "auto" else mode == "mask"
 
 
-def _scaffold_for_prompt(choice: ScaffoldChoice | None, *, masked: bool = False) -> Scaffold | None:
-    """The chosen experience's summary (eq. 6) as the prompt's scaffold (eq. 14), reduced to its
-    reasoning pattern (:func:`mask_scaffold`) when ``masked``."""
-    if choice is None:
-        return None
-    question, reasoning, answer = parse_summary(choice.summary)
+def _summary_for_prompt(summary: str, *, masked: bool = False) -> Scaffold:
+    """A stored summary (eq. 6) as the prompt shows it: the scaffold of eq. 14, reduced to its
+    reasoning pattern (:func:`mask_scaffold`) when ``masked``, or a finding (never masked)."""
+    question, reasoning, answer = parse_summary(summary)
     if masked:
         question, reasoning, answer = mask_scaffold(question, reasoning, answer)
-    return Scaffold(question=question, reasoning=reasoning, answer=answer)
-
-
-def _finding_for_prompt(finding: Finding) -> Scaffold:
-    """A finding's summary (eq. 6) as the prompt states it: question, answer and evidence, never masked."""
-    question, reasoning, answer = parse_summary(finding.summary)
     return Scaffold(question=question, reasoning=reasoning, answer=answer)
 
 
