@@ -305,7 +305,9 @@ class QueryLog(Base):
     reused_experience_id: Mapped[int | None] = mapped_column(BigInteger)  # migration 0004
 
 
-DYNAMIC_INDEX_PREFIXES: tuple[str, ...] = ("ix_experiences_query_embedding_hnsw_", "ix_exp_scope_")
+SCOPE_INDEX_PREFIX = "ix_exp_scope_"
+"""Name prefix of the per-(tenant, corpus, dimension) HNSW indexes of :mod:`livingrag.db.repositories.scope_indexes`."""
+DYNAMIC_INDEX_PREFIXES: tuple[str, ...] = ("ix_experiences_query_embedding_hnsw_", SCOPE_INDEX_PREFIX)
 """Indexes made per embedding dimension (migrations) and per tenant scope (:mod:`livingrag.db.repositories.
 scope_indexes`) as they are needed, not declared above."""
 

@@ -26,10 +26,11 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from livingrag.db.models import SCOPE_INDEX_PREFIX
 from livingrag.db.repositories.experiences import MAX_HNSW_DIM
 from livingrag.errors import InvalidInput
 
-PREFIX = "ix_exp_scope_"
+PREFIX = SCOPE_INDEX_PREFIX
 _NAME = re.compile(rf"^{PREFIX}(\d+)_(\d+)_(\d+)$")
 
 
