@@ -157,7 +157,7 @@ def test_entity_bonus_and_passage_reset() -> None:
     log_counts = counts.copy()
     log_counts.data = np.log1p(log_counts.data)
     # bonus(p) = sum_e score(e) ln(1 + c(p, e)) / tier(e), score(e0)=1 tier 1, score(e1)=.5 tier 2
-    bonus = entity_bonus(log_counts, {0: 1.0, 1: 0.5}, {0: 1, 1: 2}, 2)
+    bonus = entity_bonus(log_counts.T.tocsr(), {0: 1.0, 1: 0.5}, {0: 1, 1: 2})
     np.testing.assert_allclose(bonus, [np.log(2), np.log(4) + 0.25 * np.log(2)], atol=1e-15)
     reset = passage_reset(np.array([0.2, 0.6]), bonus, passage_ratio=2.0, passage_node_weight=0.05)
     np.testing.assert_allclose(
@@ -298,3 +298,72 @@ def test_normalisation_makes_variants_meet() -> None:
     assert norm("Alû") == "alu" and norm("Malmö") == "malmo"
     assert norm("The") == "the" and norm("'s") == "s" and norm("—") == ""
     assert norm("東京") == "東京"
+
+
+def _random_bipartite(seed: int, links: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, int, int]:
+    rng = np.random.default_rng(seed)
+    n_p, n_e = 30, 50
+    m = (rng.random((n_p, n_e)) < 0.06) * rng.integers(1, 4, size=(n_p, n_e))
+    m[0, :] = 0  # an isolated passage (dangling)
+    t, dangling = transition_matrix(sp.csr_matrix(m.astype(np.float32)), links)
+    return t, dangling, n_p, n_e
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_solve_passages_is_the_passage_part_of_the_full_solution(seed: int) -> None:
+    from livingrag.retrieval.ppr import BipartitePPR
+
+    t, dangling, n_p, n_e = _random_bipartite(seed, np.array([[1, 2, 1.0]]))
+    fast = BipartitePPR.build(t, n_e, dangling)
+    rng = np.random.default_rng(100 + seed)
+    rows = rng.choice(n_e, size=6, replace=False)  # leaves and kept entities alike
+    assert (fast.entity_position[rows] < 0).any() and (fast.entity_position[rows] >= 0).any()
+    weights = rng.random(6)
+    p_reset = rng.random(n_p) * (rng.random(n_p) < 0.5)
+    full = np.zeros(n_e + n_p)
+    full[rows] = weights
+    full[n_e:] = p_reset
+    plain = personalized_pagerank(t, full, damping=0.5, tol=1e-15, max_iter=1000, dangling=dangling)
+    got = fast.solve_passages(rows, weights, p_reset, damping=0.5, tol=1e-15, max_iter=1000)
+    np.testing.assert_allclose(got.scores, plain.scores[n_e:], rtol=0, atol=1e-14)
+    assert got.converged and got.scores.shape == (n_p,)
+    # nothing to start from: all zeros; a negative or NaN weight counts as 0
+    zero = fast.solve_passages(rows[:1], np.array([np.nan]), np.zeros(n_p))
+    assert zero.iterations == 0 and not zero.scores.any()
+    with pytest.raises(ValueError, match="2 entity rows with 1 weights"):
+        fast.solve_passages(rows[:2], weights[:1], p_reset)
+    with pytest.raises(ValueError, match="29 passage resets for a graph of 30 passages"):
+        fast.solve_passages(rows, weights, p_reset[1:])
+
+
+def test_over_relaxation_reaches_the_same_point_in_fewer_sweeps() -> None:
+    from dataclasses import replace
+
+    from livingrag.retrieval.ppr import BipartitePPR, over_relaxation
+
+    # omega = 2 / (2 - d^2): 8/7 at d = 0.5
+    assert over_relaxation(0.5) == pytest.approx(8 / 7, abs=1e-15)
+    t, dangling, n_p, n_e = _random_bipartite(7, np.zeros((0, 3)))
+    relaxed = BipartitePPR.build(t, n_e, dangling)
+    assert relaxed.links_rare  # no passage link at all
+    plain = replace(relaxed, links_rare=False, _cache={})
+    reset = np.random.default_rng(3).random(n_e + n_p)
+    a = relaxed.solve(reset, tol=1e-12, max_iter=1000)
+    b = plain.solve(reset, tol=1e-12, max_iter=1000)
+    np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-12)
+    assert a.iterations < b.iterations
+    # many passage links: no over-relaxation
+    t2, dangling2, _, _ = _random_bipartite(7, np.array([[1, 2, 1.0], [3, 4, 1.0]]))
+    linked = BipartitePPR.build(t2, n_e, dangling2)
+    assert not linked.links_rare
+
+
+def test_entity_bonus_reads_only_the_activated_rows() -> None:
+    # 3 passages x 3 entities; entity 2 has no mention; entity 1 twice in passage 2
+    log_counts = sp.csr_matrix(np.log1p(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 2.0, 0.0]])))
+    by_entity = log_counts.T.tocsr()
+    np.testing.assert_array_equal(entity_bonus(by_entity, {}, {}), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(entity_bonus(by_entity, {2: 1.0}, {2: 1}), [0.0, 0.0, 0.0])
+    # passage 2: 0.8 ln 2 (entity 0, tier 1) + 0.6 ln 3 / 3 (entity 1, tier 3)
+    got = entity_bonus(by_entity, {1: 0.6, 0: 0.8}, {0: 1, 1: 3})
+    np.testing.assert_allclose(got, [0.8 * np.log(2), 0.2 * np.log(2), 0.8 * np.log(2) + 0.2 * np.log(3)], atol=1e-15)

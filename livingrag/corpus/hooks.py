@@ -45,9 +45,11 @@ def mark_stale_on_passage_change(session: Session, corpus_id: int, passage_ids: 
 
 
 def fire_passage_change(session: Session, corpus_id: int, passage_ids: Sequence[int], kind: ChangeKind) -> None:
-    """Mark the citing experiences stale, then run every registered hook, in the caller's transaction."""
-    if not passage_ids:
+    """Mark the citing experiences stale, then run every registered hook, in the caller's
+    transaction; hooks get the distinct ids in ascending order, whatever order the change had."""
+    ids = sorted({int(p) for p in passage_ids})
+    if not ids:
         return
-    mark_stale_on_passage_change(session, corpus_id, passage_ids, kind)
+    mark_stale_on_passage_change(session, corpus_id, ids, kind)
     for hook in list(_hooks):
-        hook(session, corpus_id, passage_ids, kind)
+        hook(session, corpus_id, ids, kind)

@@ -211,6 +211,8 @@ def run_retrieval_bench(
     lat: dict[str, list[float]] = {k: [] for k in stages.split()}
     cpu: dict[str, list[float]] = {"retrieval": [], "encode": [], "rank": []}
     fallbacks = 0
+    exact_same = 0  # questions whose top k equals the one of PPR solved to 1e-12
+    exact_params = replace(retriever.params, ppr_tol=EXACT_PPR_TOL, ppr_max_iter=1000)
     task = progress.add("questions ", len(questions))
     with progress:
         for q in questions:
@@ -222,6 +224,7 @@ def run_retrieval_bench(
             cpu["encode"].append((c1 - c0) * 1000)
             cpu["rank"].append((time.thread_time() - tc1) * 1000)
             dense = retriever.dense(enc, top_k=kmax)
+            exact_same += _same_as_exact(graph, res, exact_params, kmax)
             t_ = res.timings
             for key in lat:
                 lat[key].append(float(t_.get(f"{key}_ms", 0.0)))
@@ -249,6 +252,9 @@ def run_retrieval_bench(
         out[f"all_gold_recall_at_{k}"] = round(float(np.mean(full[k])), 4) if questions else 0.0
     out["dense_recall_at_5"] = round(float(np.mean(dense_recall)), 4) if questions else 0.0
     out["dense_fallback_rate"] = round(fallbacks / max(len(questions), 1), 4)
+    # the PPR tolerance in use, and how often it leaves the ranking of an exact solve unchanged
+    out["ppr_tol"] = retriever.params.ppr_tol
+    out[f"ppr_exact_top{kmax}_agreement"] = round(exact_same / max(len(questions), 1), 4)
     cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
     out.update(
         {
@@ -295,6 +301,22 @@ def run_retrieval_bench(
         "corpus": corpus.settings,
     }
     return out
+
+
+EXACT_PPR_TOL = 1e-12
+
+
+def _same_as_exact(graph: Any, res: Any, exact: Any, k: int) -> bool:
+    """Whether ``res``'s top ``k`` is the one PPR solved to :data:`EXACT_PPR_TOL` gives from the
+    same start (what the tolerance in use can change)."""
+    from livingrag.retrieval.core import rank_passages
+
+    if res.dense_fallback:
+        return True
+    rows = {graph.id_to_entity[e]: w for e, w in res.start_activation.items() if e in graph.id_to_entity and w > 0}
+    dense = res.encoding.passage_scores.scores if res.encoding.passage_scores is not None else None
+    ranking = rank_passages(graph, res.encoding.embedding, rows, exact, k=k, dense=dense)
+    return [int(graph.passage_ids[p]) for p in ranking.passages] == [p.id for p in res.passages[:k]]
 
 
 def _preset_names() -> tuple[str, ...]:

@@ -4,6 +4,7 @@
       -> semantic bridging (propagation.py)           entity weights, scores, tiers
       -> passage reset (scoring.py)                    dense term + entity bonus from the mention matrix
       -> Personalized PageRank (ppr.py, BipartitePPR)  reset = entity weights ++ passage resets
+                                                       (only the passages' scores are solved for)
       -> eq. 27 length normalisation, ranking
 
 With no seed, passages are ranked by the dense score alone (LinearRAG's fallback).
@@ -80,21 +81,21 @@ def rank_passages(
     t2 = time.perf_counter()
     timings["propagation_ms"] = (t2 - t1) * 1000
 
-    bonus = entity_bonus(graph.mention_log, bridge.scores, bridge.tiers, graph.n_entities)
+    bonus = entity_bonus(graph.entity_mention_log, bridge.scores, bridge.tiers)
     p_reset = passage_reset(
         dense, bonus, passage_ratio=params.passage_ratio, passage_node_weight=params.passage_node_weight
     )
     if adjust_passages is not None:
         p_reset = adjust_passages(p_reset)
-    reset = np.zeros(graph.n_entities + graph.n_passages, dtype=np.float64)
     rows = np.fromiter(bridge.weights.keys(), dtype=np.int64, count=len(bridge.weights))
-    reset[rows] = np.fromiter(bridge.weights.values(), dtype=np.float64, count=len(bridge.weights))
-    reset[graph.n_entities :] = p_reset
+    weights = np.fromiter(bridge.weights.values(), dtype=np.float64, count=len(bridge.weights))
     t3 = time.perf_counter()
     timings["passage_scoring_ms"] = (t3 - t2) * 1000
 
-    ppr = graph.ppr.solve(reset, damping=params.damping, tol=params.ppr_tol, max_iter=params.ppr_max_iter)
-    scores = length_normalize(ppr.scores[graph.n_entities :], graph.passage_lengths, params.length_norm_b)
+    ppr = graph.ppr.solve_passages(
+        rows, weights, p_reset, damping=params.damping, tol=params.ppr_tol, max_iter=params.ppr_max_iter
+    )
+    scores = length_normalize(ppr.scores, graph.passage_lengths, params.length_norm_b)
     order = top_k(scores, k)
     timings["ppr_ms"] = (time.perf_counter() - t3) * 1000
     return Ranking(

@@ -13,6 +13,7 @@ Matrices (n_p passages, n_e entities, n_s entity-bearing sentences):
 * ``sentence_entities`` (n_s x n_e, CSR, 0/1): its transpose;
 * ``mentions``          (n_p x n_e, CSR): mention counts c(p, e) found at index time;
 * ``mention_log``       (n_p x n_e, CSR): ln(1 + c(p, e)), the passage-reset term of DESIGN.md;
+* ``entity_mention_log`` (n_e x n_p, CSR): its transpose, read row by row for the activated entities;
 * ``transition``        (n x n, CSR, n = n_e + n_p, entities first): the column-stochastic random
   walk of the undirected passage-entity graph, T[i, j] = A[i, j] / deg(j), where A holds the
   passage-entity edges (weight c(p, e) / sum_e' c(p, e')) and the passage-passage links.
@@ -49,6 +50,7 @@ class CorpusGraph:
     sentence_entities: sp.csr_matrix
     mentions: sp.csr_matrix
     mention_log: sp.csr_matrix
+    entity_mention_log: sp.csr_matrix
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool (n,), nodes without edges
     ppr: BipartitePPR = field(repr=False)  # the walk, pre-arranged for the fast solver
@@ -158,6 +160,7 @@ class CorpusGraph:
             sentence_entities=e2s.T.tocsr(),
             mentions=mentions,
             mention_log=mention_log,
+            entity_mention_log=mention_log.T.tocsr(),
             transition=transition,
             dangling=dangling,
             ppr=BipartitePPR.build(transition, n_e, dangling),

@@ -21,7 +21,7 @@ class RetrievalParams:
     top_k_sentence: int = 1
     passage_node_weight: float = 0.05
     damping: float = 0.5
-    ppr_tol: float = 1e-7
+    ppr_tol: float = 1e-4
     ppr_max_iter: int = 100
     length_norm_b: float = 0.0
     top_k: int = 5

@@ -41,10 +41,8 @@ def personalized_pagerank(
     Negative or NaN reset entries are treated as 0 (as LinearRAG does). An all-zero reset gives
     all-zero scores.
     """
-    if not 0.0 < damping < 1.0:
-        raise ValueError(f"damping must lie in (0, 1), got {damping}")
-    r = np.asarray(reset, dtype=np.float64)
-    r = np.where(np.isnan(r) | (r < 0), 0.0, r)
+    _check_damping(damping)
+    r = _clean(reset)
     total = r.sum()
     if total <= 0:
         return PPRResult(np.zeros_like(r), 0, True, 0.0)
@@ -77,11 +75,13 @@ class BipartitePPR:
        removes e: q's reset becomes r_q + d * sum_e r_e and q gains the self-loop d * sum_e T[e, q].
     2. Gauss-Seidel sweeps. The rest is bipartite (kept entities <-> passages) plus passage links,
        so updating the entities first and the passages from the new entity values converges at
-       rate d^2 per sweep instead of d per Jacobi iteration.
+       rate d^2 per sweep instead of d per Jacobi iteration; over-relaxing the passage update
+       (:func:`over_relaxation`) brings that to d^2 / (2 - d^2).
 
     The fixed point is the one of :func:`personalized_pagerank` (tests compare both); leaf scores
-    are recovered at the end, so :meth:`solve` returns every node's score. The stopping rule is
-    the L1 change of the kept nodes per sweep.
+    are recovered at the end, so :meth:`solve` returns every node's score (and
+    :meth:`solve_passages` only the passages', without touching the leaves). The stopping rule
+    is the L1 change of the passages per sweep.
     """
 
     n_entities: int
@@ -97,6 +97,8 @@ class BipartitePPR:
     leaf_to_passage: sp.csr_matrix  # (n_p x n_leaves) 0/1: which passage each leaf hangs on
     dangling_passages: np.ndarray  # passage rows without edges
     dangling_entities: np.ndarray  # kept-entity positions without edges (only possible for isolated rows)
+    entity_position: np.ndarray  # per entity row: its kept position (>= 0), or -1 - its leaf position
+    links_rare: bool  # under 1 % of the passages have a passage link: the sweep is over-relaxed
     _cache: dict[float, tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]] = field(default_factory=dict)
 
     @classmethod
@@ -123,6 +125,9 @@ class BipartitePPR:
             (np.ones(len(leaves)), (leaf_passage, np.arange(len(leaves)))), shape=(n_p, len(leaves))
         )
         dangling = np.asarray(dangling, dtype=bool)
+        position = np.empty(n_entities, dtype=np.int64)
+        position[kept] = np.arange(len(kept))
+        position[leaves] = -1 - np.arange(len(leaves))
         return cls(
             n_entities=n_entities,
             n_nodes=n,
@@ -137,6 +142,8 @@ class BipartitePPR:
             leaf_to_passage=leaf_to_passage,
             dangling_passages=np.flatnonzero(dangling[n_entities:]),
             dangling_entities=np.flatnonzero(dangling[:n_entities][kept]),
+            entity_position=position,
+            links_rare=bool(np.count_nonzero(np.diff(p_from_p.indptr)) < 0.01 * n_p),
         )
 
     def _scaled(self, damping: float) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
@@ -153,24 +160,83 @@ class BipartitePPR:
 
     def solve(self, reset: np.ndarray, *, damping: float = 0.5, tol: float = 1e-7, max_iter: int = 100) -> PPRResult:
         """Scores of every node (entities first), as :func:`personalized_pagerank` defines them."""
-        if not 0.0 < damping < 1.0:
-            raise ValueError(f"damping must lie in (0, 1), got {damping}")
-        d = damping
-        r = np.asarray(reset, dtype=np.float64)
-        r = np.where(np.isnan(r) | (r < 0), 0.0, r)
+        d = _check_damping(damping)
+        r = _clean(reset)
         total = r.sum()
         if total <= 0:
             return PPRResult(np.zeros_like(r), 0, True, 0.0)
         r = r / total
         ne = self.n_entities
         r_leaf = r[self.leaves]
-        r_e = r[self.kept]
         r_p = r[ne:] + d * (self.leaf_to_passage @ r_leaf)
+        p_e, p_p, k, converged, residual, c = self._sweeps(r[self.kept], r_p, d, tol, max_iter)
+        out = np.empty(self.n_nodes, dtype=np.float64)
+        out[self.kept] = p_e
+        out[ne:] = p_p
+        out[self.leaves] = c * r_leaf + d * self.leaf_weight * p_p[self.leaf_passage]
+        return PPRResult(out, k, converged, residual)
+
+    def solve_passages(
+        self,
+        entity_rows: np.ndarray,
+        entity_weights: np.ndarray,
+        passage_reset: np.ndarray,
+        *,
+        damping: float = 0.5,
+        tol: float = 1e-7,
+        max_iter: int = 100,
+    ) -> PPRResult:
+        """The passages' scores only (``solve(r).scores[n_entities:]``) for the reset r that is
+        ``entity_weights`` at ``entity_rows`` (distinct rows; zero elsewhere) followed by
+        ``passage_reset``.
+
+        The retriever's reset has a handful of entities and every passage, and it needs only the
+        passages' scores: this skips the work proportional to the number of entities (the leaf
+        reset fold and the leaf scores), which costs as much as the sweeps on a real corpus.
+        """
+        d = _check_damping(damping)
+        rows = np.asarray(entity_rows, dtype=np.int64)
+        w = _clean(entity_weights)
+        r_p = _clean(passage_reset)
+        if rows.shape != w.shape or len(r_p) != self.n_nodes - self.n_entities:
+            raise ValueError(
+                f"{len(rows)} entity rows with {len(w)} weights and {len(r_p)} passage resets "
+                f"for a graph of {self.n_nodes - self.n_entities} passages"
+            )
+        total = w.sum() + r_p.sum()
+        if total <= 0:
+            return PPRResult(np.zeros_like(r_p), 0, True, 0.0)
+        pos = self.entity_position[rows]
+        r_e = np.zeros(len(self.kept), dtype=np.float64)
+        on_kept = pos >= 0
+        r_e[pos[on_kept]] = w[on_kept] / total
+        r_p = r_p / total
+        # a seed that is a leaf: its reset reaches its passage (leaf elimination, step 1)
+        leaf = -1 - pos[~on_kept]
+        np.add.at(r_p, self.leaf_passage[leaf], d * w[~on_kept] / total)
+        _, p_p, k, converged, residual, _ = self._sweeps(r_e, r_p, d, tol, max_iter)
+        return PPRResult(p_p, k, converged, residual)
+
+    def _sweeps(
+        self, r_e: np.ndarray, r_p: np.ndarray, d: float, tol: float, max_iter: int
+    ) -> tuple[np.ndarray, np.ndarray, int, bool, float, float]:
+        """Over-relaxed Gauss-Seidel sweeps over (kept entities, passages) from the normalised,
+        leaf-folded reset:
+
+            p_e <- c r_e + d T_ep p_p
+            g   =  c r_p + d T_pe p_e + (d T_pp + d^2 S) p_p
+            p_p <- p_p + omega (g - p_p),   omega = :func:`over_relaxation` (d)
+
+        with c = 1 - d + d * (dangling mass). The fixed point is the one of the plain sweep
+        (omega only changes the path to it). Stops when the L1 change of the passages falls below
+        ``tol`` (the entities' change after it is at most d times the passages' before: T_ep's
+        columns sum to at most 1). Returns p_e, p_p, sweeps, converged, residual, c."""
         de, dp, dpp = self._scaled(d)
+        omega = over_relaxation(d) if self.links_rare else 1.0
         has_dangling = bool(len(self.dangling_passages) or len(self.dangling_entities))
         p_e, p_p = r_e.copy(), r_p.copy()
         new_e, new_p = np.empty_like(p_e), np.empty_like(p_p)
-        tmp_e, tmp_p = np.empty_like(p_e), np.empty_like(p_p)
+        tmp_p = np.empty_like(p_p)
         c = 1.0 - d
         residual = float("inf")
         k = 0
@@ -183,9 +249,10 @@ class BipartitePPR:
             np.multiply(r_p, c, out=new_p)
             _matvec_add(dp, new_e, new_p)
             _matvec_add(dpp, p_p, new_p)
-            np.subtract(new_e, p_e, out=tmp_e)
+            new_p *= omega  # over-relaxation: p_p + omega * (sweep - p_p)
+            new_p += (1.0 - omega) * p_p
             np.subtract(new_p, p_p, out=tmp_p)
-            residual = float(np.abs(tmp_e, out=tmp_e).sum() + np.abs(tmp_p, out=tmp_p).sum())
+            residual = float(np.abs(tmp_p, out=tmp_p).sum())
             p_e, new_e = new_e, p_e
             p_p, new_p = new_p, p_p
             if residual < tol:
@@ -195,11 +262,34 @@ class BipartitePPR:
             c = 1.0 - d + d * (p_p[self.dangling_passages].sum() + p_e[self.dangling_entities].sum())
         else:
             c = 1.0 - d
-        out = np.empty(self.n_nodes, dtype=np.float64)
-        out[self.kept] = p_e
-        out[ne:] = p_p
-        out[self.leaves] = c * r_leaf + d * self.leaf_weight * p_p[self.leaf_passage]
-        return PPRResult(out, k, converged, residual)
+        return p_e, p_p, k, converged, residual, c
+
+
+def over_relaxation(damping: float) -> float:
+    """omega = 2 / (2 - d^2): the best fixed over-relaxation for the passage sweep.
+
+    One plain sweep maps p_p by B = d T_pp + d^2 (T_pe T_ep + S), the two-step walk from
+    passages to passages through entities, damped twice; a two-step walk on a bipartite graph
+    has its eigenvalues in [0, 1], so B's lie in [0, d^2] (passage links, rare, aside). The
+    relaxed map I + omega (B - I) then has eigenvalues 1 - omega + omega * lambda, whose largest
+    magnitude over [0, d^2] is smallest, d^2 / (2 - d^2), at this omega: 1/7 per sweep instead
+    of 1/4 at d = 0.5 (2Wiki: 5 sweeps instead of 7 at tol 1e-4). Passage links add
+    eigenvalues down to -d, where over-relaxing slows the sweep: it is used only when under 1 %
+    of the passages have a link (every benchmark corpus; chunks of long documents are linked).
+    """
+    return 2.0 / (2.0 - damping * damping)
+
+
+def _check_damping(damping: float) -> float:
+    if not 0.0 < damping < 1.0:
+        raise ValueError(f"damping must lie in (0, 1), got {damping}")
+    return float(damping)
+
+
+def _clean(values: np.ndarray) -> np.ndarray:
+    """float64 copy with negative and NaN entries set to 0 (as LinearRAG treats a reset)."""
+    r = np.asarray(values, dtype=np.float64)
+    return np.where(np.isnan(r) | (r < 0), 0.0, r)
 
 
 try:  # y += A @ x without temporaries (SciPy's compiled CSR kernel)
@@ -217,4 +307,4 @@ def _matvec_add(a: sp.csr_matrix, x: np.ndarray, y: np.ndarray) -> None:
         y += a @ x
 
 
-__all__ = ["BipartitePPR", "PPRResult", "personalized_pagerank"]
+__all__ = ["BipartitePPR", "PPRResult", "over_relaxation", "personalized_pagerank"]

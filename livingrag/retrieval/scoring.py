@@ -39,13 +39,29 @@ def min_max(x: np.ndarray) -> np.ndarray:
 
 
 def entity_bonus(
-    mention_log: sp.csr_matrix, scores: Mapping[int, float], tiers: Mapping[int, int], n_entities: int
+    entity_mention_log: sp.csr_matrix, scores: Mapping[int, float], tiers: Mapping[int, int]
 ) -> np.ndarray:
-    """sum_e score(e) * ln(1 + c(p, e)) / tier(e) for every passage p (one sparse mat-vec)."""
-    w = np.zeros(n_entities, dtype=np.float64)
-    for e, s in scores.items():
-        w[e] = s / max(tiers.get(e, 1), 1)
-    return np.asarray(mention_log @ w, dtype=np.float64).ravel()
+    """sum_e score(e) * ln(1 + c(p, e)) / tier(e) for every passage p.
+
+    ``entity_mention_log`` is the (n_e x n_p) CSR matrix ln(1 + c(e, p)); only the rows of the
+    activated entities are read (a few dozen of tens of thousands), so the cost follows their
+    mentions, not the corpus.
+    """
+    n_p = entity_mention_log.shape[1]
+    if not scores:
+        return np.zeros(n_p, dtype=np.float64)
+    rows = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    w = np.fromiter((s / max(tiers.get(e, 1), 1) for e, s in scores.items()), dtype=np.float64, count=len(scores))
+    ip = entity_mention_log.indptr
+    starts = ip[rows].astype(np.int64)
+    lens = ip[rows + 1].astype(np.int64) - starts
+    n = int(lens.sum())
+    if n == 0:
+        return np.zeros(n_p, dtype=np.float64)
+    # positions of every stored value of the chosen rows, row after row
+    at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(n)
+    vals = entity_mention_log.data[at].astype(np.float64) * np.repeat(w, lens)
+    return np.bincount(entity_mention_log.indices[at], weights=vals, minlength=n_p)
 
 
 def passage_reset(
