@@ -134,8 +134,13 @@ def test_key_create_list_revoke(cli_env: dict[str, str], make_tenant: Callable[.
     assert json.loads(res.output)["state"] == "revoked"
     res = runner.invoke(app, ["key", "revoke", "--tenant", name, str(made["id"])])
     assert res.exit_code == 0 and "already revoked" in res.output
+    res = runner.invoke(app, ["key", "revoke", "--tenant", name, "default", "--json"])
+    assert res.exit_code == 0, res.output  # the operator may revoke the last admin key ...
+    assert json.loads(res.output)["active_admin_keys"] == 0
+    res = runner.invoke(app, ["key", "revoke", "--tenant", name, "default"])
+    assert "no active admin key left" in res.output  # ... and is told what that means
     res = runner.invoke(app, ["tenant", "list", "--json"])
-    assert next(t for t in json.loads(res.output) if t["id"] == tid)["active_keys"] == 1
+    assert next(t for t in json.loads(res.output) if t["id"] == tid)["active_keys"] == 0
 
 
 @pytest.mark.db

@@ -118,10 +118,18 @@ def revoke(
         t = tenants.get_tenant(s, tenant)
         before = api_keys.get_key(s, t.id, key)
         rec = api_keys.revoke_key(s, t.id, before.id)
+        admins_left = sum(
+            1 for k in api_keys.list_keys(s, t.id) if api_keys.ADMIN in k.scopes and k.state() == "active"
+        )
     if as_json:
-        print_json({"tenant": t.name, **_as_dict(rec)})
+        print_json({"tenant": t.name, **_as_dict(rec), "active_admin_keys": admins_left})
         return
     if before.revoked_at is not None:
         console.print(f"key [bold]{rec.name}[/bold] (id {rec.id}) was already revoked at {_when(rec.revoked_at)}")
     else:
         console.print(f"revoked key [bold]{rec.name}[/bold] (id {rec.id}) of tenant [bold]{t.name}[/bold]")
+    if admins_left == 0:
+        console.print(
+            f"note: tenant {t.name} has no active admin key left, so it cannot manage its keys itself; "
+            f"create one with: livingrag key create --tenant {t.name} --name <name> --scopes read,write,admin"
+        )

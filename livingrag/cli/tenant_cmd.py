@@ -29,7 +29,8 @@ def create(
         print_json({"tenant": rec.name, "id": rec.id, "api_key": key})
         return
     console.print(f"created tenant [bold]{rec.name}[/bold] (id {rec.id})")
-    console.print(f"API key (shown once, store it now): [bold]{key}[/bold]")
+    console.print(f"API key 'default', every scope (shown once, store it now): [bold]{key}[/bold]")
+    console.print(f"more keys, with fewer scopes or an expiry: livingrag key create --tenant {rec.name} --name <name>")
 
 
 @app.command(name="list", help="List tenants." + examples("livingrag tenant list --json"))
