@@ -36,7 +36,7 @@ def key_out(rec: KeyRecord) -> KeyOut:
         name=rec.name,
         prefix=rec.prefix,
         scopes=list(rec.scopes),
-        state=rec.state(),  # type: ignore[arg-type]
+        state=rec.state(),
         created_at=rec.created_at,
         last_used_at=rec.last_used_at,
         expires_at=rec.expires_at,

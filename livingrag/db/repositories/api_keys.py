@@ -16,8 +16,9 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
-from sqlalchemy import text
+from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +39,9 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _COLUMNS = "id, tenant_id, name, prefix, scopes, created_at, last_used_at, expires_at, revoked_at"
 
 
+KeyState = Literal["active", "expired", "revoked"]
+
+
 @dataclass(frozen=True)
 class KeyRecord:
     """What may be shown of a key: never its hash nor the key itself."""
@@ -52,7 +56,7 @@ class KeyRecord:
     expires_at: datetime | None
     revoked_at: datetime | None
 
-    def state(self, now: datetime | None = None) -> str:
+    def state(self, now: datetime | None = None) -> KeyState:
         """``revoked``, ``expired`` or ``active``."""
         if self.revoked_at is not None:
             return "revoked"
@@ -125,10 +129,18 @@ def expiry(*, in_days: int | None = None, at: datetime | None = None, now: datet
     return None
 
 
-def _record(row: Sequence[object]) -> KeyRecord:
-    values = list(row)
-    values[4] = tuple(values[4])  # type: ignore[arg-type]
-    return KeyRecord(*values)  # type: ignore[arg-type]
+def _record(row: Row[Any]) -> KeyRecord:
+    return KeyRecord(
+        id=row[0],
+        tenant_id=row[1],
+        name=row[2],
+        prefix=row[3],
+        scopes=tuple(row[4]),
+        created_at=row[5],
+        last_used_at=row[6],
+        expires_at=row[7],
+        revoked_at=row[8],
+    )
 
 
 def create_key(
