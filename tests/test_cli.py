@@ -156,6 +156,7 @@ def test_key_create_list_revoke(cli_env: dict[str, str], make_tenant: Callable[.
         (["key", "create", "--tenant", "{t}", "--name", "42"], "key name '42' is not valid"),
         (["key", "create", "--tenant", "{t}", "--name", "a b"], "key name 'a b' is not valid"),
         (["key", "revoke", "--tenant", "{t}", "nope"], "no key 'nope'"),
+        (["key", "revoke", "--tenant", "{t}", "99999999999999999999"], "no key '99999999999999999999'"),
         (["key", "list", "--tenant", "no-such-tenant-x"], "no tenant 'no-such-tenant-x'"),
     ],
 )

@@ -188,8 +188,11 @@ def list_keys(session: Session, tenant_id: int) -> list[KeyRecord]:
 
 def get_key(session: Session, tenant_id: int, id_or_name: int | str) -> KeyRecord:
     """One key of the tenant by id or name; :class:`NotFound` otherwise (another tenant's key too)."""
+    value: int | str
     if isinstance(id_or_name, int) or str(id_or_name).strip().isdigit():
         where, value = "id = :v", int(id_or_name)
+        if not 0 < value < 2**63:  # no bigint id: not found rather than a driver error
+            raise NotFound(f"this tenant has no key {id_or_name!r}")
     else:
         where, value = "name = :v", str(id_or_name).strip()
     row = session.execute(
