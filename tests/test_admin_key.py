@@ -101,3 +101,12 @@ def test_serve_process_refuses_a_weak_key() -> None:
     assert out.returncode == 1, out.stderr
     assert "weak admin key" in out.stderr and "9 characters; at least 32" in out.stderr
     assert "Traceback" not in out.stderr and "change-me" not in out.stderr
+
+
+def test_the_app_factory_for_asgi_servers_refuses_a_weak_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``livingrag.api.app:app_from_environment`` (serve --workers, or gunicorn/uvicorn directly)."""
+    from livingrag.api.app import app_from_environment
+
+    monkeypatch.setenv("LIVINGRAG_API__ADMIN_KEY", "x" * 40)
+    with pytest.raises(ConfigError, match="weak admin key"):
+        app_from_environment()

@@ -159,7 +159,11 @@ def create_app(
 
 def app_from_environment() -> FastAPI:
     """The app with settings from the environment (``livingrag serve --workers N`` builds one per
-    worker); each worker loads its models before it takes a connection."""
+    worker, and so may another ASGI server); each worker loads its models before it takes a
+    connection. A weak admin key is refused here too (:mod:`livingrag.api.admin_key`)."""
+    from livingrag.api.admin_key import check_admin_key
     from livingrag.config import get_settings
 
-    return create_app(get_settings(), models_before_serving=True)
+    settings = get_settings()
+    check_admin_key(None if settings.api.admin_key is None else settings.api.admin_key.get_secret_value())
+    return create_app(settings, models_before_serving=True)
