@@ -5,7 +5,7 @@ routes, expiry, revocation on the very next request, last use, ``/v1/keys`` for 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -235,3 +235,38 @@ def test_the_operator_manages_any_tenants_keys(client: TestClient) -> None:
     assert client.get(f"/v1/tenants/{tid}/keys", headers=auth(ops["key"])).status_code == 403
     assert client.get("/v1/tenants/999999999/keys", headers=adm).status_code == 404
     assert client.get("/v1/keys", headers=adm).status_code == 403
+
+
+def test_two_concurrent_revocations_cannot_remove_both_admin_keys(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    """The guard locks the tenant's active admin keys: the second revocation waits for the first
+    and then sees that its key is the last one."""
+    import threading
+
+    from livingrag.db.repositories import api_keys
+
+    tid, _ = make_tenant("keys-race")
+    with db.owner_session() as s:
+        second, _ = api_keys.create_key(s, tid, "second-admin", ["admin"])
+    outcome: list[BaseException | None] = []
+
+    def revoke_second() -> None:
+        try:
+            with db.tenant_session(tid) as s:
+                api_keys.revoke_key(s, tid, second.id, keep_an_admin=True)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with db.tenant_session(tid) as s:
+        api_keys.revoke_key(s, tid, api_keys.DEFAULT_KEY_NAME, keep_an_admin=True)
+        racer = threading.Thread(target=revoke_second)
+        racer.start()
+        racer.join(1.0)
+        assert racer.is_alive()  # waiting on the first revocation's locks
+    racer.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], api_keys.LastAdminKey), outcome
+    with db.owner_session() as s:
+        states = {k.name: k.state() for k in api_keys.list_keys(s, tid)}
+    assert states == {"default": "revoked", "second-admin": "active"}
