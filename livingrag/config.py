@@ -394,7 +394,11 @@ class APISettings(_Group):
 
     host: str = Field(default="127.0.0.1", description="Bind address of `livingrag serve`.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port of `livingrag serve`.")
-    admin_key: SecretStr | None = Field(default=None, description="Bearer key for tenant management.")
+    admin_key: SecretStr | None = Field(
+        default=None,
+        description="Bearer key for tenant and key management; `serve` refuses a weak one (under 32 characters "
+        "or about 128 bits).",
+    )
     max_request_bytes: int = Field(default=2_000_000, ge=1024, description="Largest accepted request body.")
     max_question_chars: int = Field(default=4000, ge=16, description="Longest accepted question.")
     max_inflight: int = Field(default=64, ge=1, description="Concurrent /v1/ask calls before 429.")

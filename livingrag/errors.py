@@ -31,6 +31,10 @@ class AlreadyExists(LivingRAGError):
     """An object with that name already exists."""
 
 
+class Conflict(LivingRAGError):
+    """The operation would leave an object in a state that is not allowed (the message says why)."""
+
+
 class InvalidInput(LivingRAGError):
     """User input is malformed; the message names what was wrong and where."""
 

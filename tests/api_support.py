@@ -20,7 +20,7 @@ from livingrag.config import Settings, get_settings
 from tests.conftest import db_settings_for
 from tests.corpus_support import CORPUS
 
-ADMIN_KEY = "admin-test-key-0123456789"
+ADMIN_KEY = "6OkuGdf6IUsXoUDUBh5x6oalC2uO8koyqyumYoGXDCA"  # strong enough for serve (livingrag.api.admin_key)
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -50,7 +50,12 @@ def test_health_is_200_with_database_schema_and_models(client: TestClient) -> No
         ("GET", "/v1/experiences"),
         ("GET", "/v1/experiences/1"),
         ("DELETE", "/v1/experiences/1"),
+        ("GET", "/v1/keys"),
+        ("POST", "/v1/keys"),
+        ("POST", "/v1/keys/1/revoke"),
         ("GET", "/v1/tenants"),
+        ("GET", "/v1/tenants/1/keys"),
+        ("POST", "/v1/tenants/1/keys/1/revoke"),
         ("POST", "/v1/admin/prune"),
         ("GET", "/v1/admin/stats"),
     ],
@@ -70,7 +75,12 @@ def test_tenant_key_on_admin_routes_is_403_and_admin_key_on_tenant_routes_is_403
     r = client.post("/v1/tenants", json={"name": "auth-probe-a"}, headers=auth(ADMIN_KEY))
     assert r.status_code == 201, r.text
     key = r.json()["api_key"]
-    for method, path in (("GET", "/v1/tenants"), ("POST", "/v1/tenants"), ("GET", "/v1/admin/stats")):
+    for method, path in (
+        ("GET", "/v1/tenants"),
+        ("POST", "/v1/tenants"),
+        ("GET", f"/v1/tenants/{r.json()['id']}/keys"),
+        ("GET", "/v1/admin/stats"),
+    ):
         r = client.request(method, path, headers=auth(key), json={"name": "x"})
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
     r = client.get("/v1/corpora", headers=auth(ADMIN_KEY))
@@ -87,7 +97,7 @@ def test_tenant_lifecycle_key_shown_once_and_hashed(client: TestClient, db: Data
     listed = client.get("/v1/tenants", headers=auth(ADMIN_KEY)).json()
     assert any(x["id"] == t["id"] for x in listed) and all("api_key" not in x for x in listed)
     with db.owner_session() as s:
-        stored = s.execute(text("SELECT api_key_hash FROM tenants WHERE id = :i"), {"i": t["id"]}).scalar()
+        stored = s.execute(text("SELECT key_hash FROM api_keys WHERE tenant_id = :i"), {"i": t["id"]}).scalar()
     assert t["api_key"] not in stored
     assert client.get("/v1/corpora", headers=auth(t["api_key"])).status_code == 200
     again = client.post("/v1/tenants", json={"name": "auth-lifecycle"}, headers=auth(ADMIN_KEY))

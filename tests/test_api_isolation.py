@@ -46,10 +46,11 @@ def world(client: TestClient, db: Database) -> dict[str, Any]:
     r = client.post(f"/v1/corpora/{b_cid}/index-jobs", json={"documents": [{"text": "B job."}]}, headers=auth(b))
     assert r.status_code == 202
     client.app.state.services.jobs.wait(60)
+    b_key = client.get("/v1/keys", headers=auth(b)).json()[0]["id"]
     return {
         "a": a, "b": b, "a_id": a_id, "b_id": b_id, "a_cid": a_cid, "b_cid": b_cid, "b_pid": b_pid,
         "b_exp": b_exps[0]["id"], "b_exps": {e["id"] for e in b_exps}, "b_job": r.json()["id"],
-        "b_counts": _counts(db, b_id),
+        "b_counts": _counts(db, b_id), "b_key": b_key,
     }  # fmt: skip
 
 
@@ -86,6 +87,7 @@ def _requests(w: dict[str, Any]) -> list[tuple[str, str, Any]]:
         ("GET", f"/v1/experiences/{w['b_exp']}", None),
         ("DELETE", f"/v1/experiences/{w['b_exp']}", None),
         ("GET", f"/v1/experiences?corpus_id={b_cid}", None),
+        ("POST", f"/v1/keys/{w['b_key']}/revoke", None),
     ]
 
 

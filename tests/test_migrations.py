@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 
 from livingrag.db import migrate
 from livingrag.db.engine import Database
-from livingrag.db.models import TENANT_OWNED_TABLES
+from livingrag.db.models import KEY_TABLES, TENANT_OWNED_TABLES
 from livingrag.errors import SchemaOutOfDate
 from tests.conftest import db_settings_for
 
@@ -89,11 +89,11 @@ def test_schema_shape(fresh_db: Database) -> None:
                 )
             ).all()
         )
-        for table in ("tenants", *TENANT_OWNED_TABLES):
+        for table in ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES):
             assert rls[table] is True, f"RLS not enabled on {table}"
         policies = {r[0] for r in c.execute(text("SELECT tablename FROM pg_policies"))}
-        assert {"tenants", *TENANT_OWNED_TABLES} <= policies
-        for table in TENANT_OWNED_TABLES:
+        assert {"tenants", *TENANT_OWNED_TABLES, *KEY_TABLES} <= policies
+        for table in (*TENANT_OWNED_TABLES, *KEY_TABLES):
             assert "tenant_id" in {col["name"] for col in inspect(c).get_columns(table)}
 
 
@@ -110,11 +110,21 @@ def test_external_server_refuses_out_of_date_schema(make_database_url: Callable[
 
 
 def _populate_v1(db: Database) -> dict[str, int]:
-    """Rows in every table of the first revision's shape; later migrations must keep them."""
+    """Rows in every table of the first revision's shape (the tenant's key as the revision keeps it);
+    later migrations must keep them."""
     with db.owner_session() as s:
-        s.execute(
-            text("INSERT INTO tenants (id, name, api_key_hash, api_key_prefix) VALUES (901, 'm', 'h901', 'lrg_x')")
-        )
+        if "api_key_hash" in {c["name"] for c in inspect(s.connection()).get_columns("tenants")}:  # before 0005
+            s.execute(
+                text("INSERT INTO tenants (id, name, api_key_hash, api_key_prefix) VALUES (901, 'm', 'h901', 'lrg_x')")
+            )
+        else:
+            s.execute(text("INSERT INTO tenants (id, name) VALUES (901, 'm')"))
+            s.execute(
+                text(
+                    "INSERT INTO api_keys (tenant_id, name, key_hash, prefix, scopes) "
+                    "VALUES (901, 'default', 'h901', 'lrg_x', '{read,write,admin}')"
+                )
+            )
         s.execute(
             text(
                 "INSERT INTO corpora (id, tenant_id, name, embedding_model, embedding_dim, ner_model) "
@@ -206,3 +216,43 @@ def test_the_models_are_the_migrated_schema(db: Database) -> None:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": include_in_autogenerate})
         diff = compare_metadata(ctx, Base.metadata)
     assert diff == [], f"db/models.py differs from the migrated schema: {diff}"
+
+
+def test_0005_keeps_existing_tenant_keys_working_and_downgrades(fresh_db: Database) -> None:
+    """A tenant's key from before 0005 becomes its 'default' key with every scope, resolvable from
+    the application role; downgrading puts an active key back on the tenant."""
+    from livingrag.db.repositories import api_keys
+
+    migrate.upgrade(fresh_db, "0004")
+    old_key = api_keys.new_api_key()
+    with fresh_db.owner_session() as s:
+        s.execute(
+            text("INSERT INTO tenants (id, name, api_key_hash, api_key_prefix) VALUES (950, 'old', :h, :p)"),
+            {"h": api_keys.hash_api_key(old_key), "p": old_key[: api_keys.PREFIX_CHARS]},
+        )
+    migrate.upgrade(fresh_db)
+    with fresh_db.app_session() as s:
+        grant = api_keys.grant_for_key(s, old_key)
+    assert grant is not None and grant.tenant_id == 950 and grant.scopes == set(api_keys.SCOPES)
+    with fresh_db.owner_session() as s:
+        [key] = api_keys.list_keys(s, 950)
+        assert (key.name, key.prefix, key.state()) == ("default", old_key[: api_keys.PREFIX_CHARS], "active")
+        assert key.last_used_at is not None  # stamped by the lookup above
+        columns = {c["name"] for c in inspect(s.connection()).get_columns("tenants")}
+        assert not columns & {"api_key_hash", "api_key_prefix"}
+        # a second key, then the default one revoked: the downgrade keeps the one still active
+        _, newer = api_keys.create_key(s, 950, "newer", ["read"])
+        api_keys.revoke_key(s, 950, "default")
+    migrate.downgrade(fresh_db, "0004")
+    with fresh_db.app_session() as s:
+        assert (
+            s.execute(text("SELECT livingrag_tenant_for_key(:h)"), {"h": api_keys.hash_api_key(newer)}).scalar() == 950
+        )
+        assert (
+            s.execute(text("SELECT livingrag_tenant_for_key(:h)"), {"h": api_keys.hash_api_key(old_key)}).scalar()
+            is None
+        )
+    migrate.upgrade(fresh_db)
+    with fresh_db.app_session() as s:
+        grant = api_keys.grant_for_key(s, newer)
+    assert grant is not None and grant.tenant_id == 950

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, ProgrammingError
 
 from livingrag.db.engine import Database
 from livingrag.db.models import TENANT_OWNED_TABLES
-from livingrag.db.repositories import corpora, tenants
+from livingrag.db.repositories import api_keys, corpora, tenants
 from tests.conftest import db_settings_for
 
 pytestmark = pytest.mark.db
@@ -215,11 +215,47 @@ def test_api_key_lookup_from_application_role(db: Database, make_tenant: Callabl
     a, key = make_tenant("a")
     with db.app_session() as s:
         assert tenants.tenant_for_key(s, key) == a
+        grant = api_keys.grant_for_key(s, key)
+        assert grant is not None and grant.tenant_id == a and grant.scopes == set(api_keys.SCOPES)
         assert tenants.tenant_for_key(s, key + "x") is None
         assert tenants.tenant_for_key(s, "not-a-key") is None
     with db.owner_session() as s:
-        stored = s.execute(text("SELECT api_key_hash FROM tenants WHERE id = :i"), {"i": a}).scalar()
+        stored = s.execute(text("SELECT key_hash FROM api_keys WHERE tenant_id = :i"), {"i": a}).scalar()
     assert key not in stored and stored == tenants.hash_api_key(key)
+
+
+def test_application_role_never_reads_key_hashes(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
+    """api_keys is under RLS and the application role holds column privileges without key_hash:
+    it sees its own tenant's keys' names and scopes, nothing of another tenant's, no hash at all,
+    and may only insert keys and set revoked_at."""
+    a, _ = make_tenant("a")
+    b, _ = make_tenant("b")
+    with db.owner_session() as s:
+        b_key = api_keys.get_key(s, b, api_keys.DEFAULT_KEY_NAME)
+    for statement in (
+        "SELECT key_hash FROM api_keys",
+        "SELECT * FROM api_keys",
+        "UPDATE api_keys SET scopes = '{read}'",
+        "UPDATE api_keys SET key_hash = 'x'",
+        "UPDATE api_keys SET expires_at = NULL",
+        "DELETE FROM api_keys",
+    ):
+        with pytest.raises(ProgrammingError, match="permission denied"), db.tenant_session(a) as s:
+            s.execute(text(statement))
+    with db.tenant_session(a) as s:
+        assert s.execute(text("SELECT array_agg(DISTINCT tenant_id) FROM api_keys")).scalar() == [a]
+        assert s.execute(text("SELECT count(*) FROM api_keys WHERE id = :i"), {"i": b_key.id}).scalar() == 0
+        upd = s.execute(text("UPDATE api_keys SET revoked_at = now() WHERE id = :i"), {"i": b_key.id})
+        assert upd.rowcount == 0
+        mine, _ = api_keys.create_key(s, a, "made-by-app", ["read"])
+        assert api_keys.revoke_key(s, a, mine.id).state() == "revoked"
+    with pytest.raises(ProgrammingError, match="row-level security"), db.tenant_session(a) as s:
+        api_keys.create_key(s, b, "planted-by-a", ["admin"])
+    with db.app_session() as s:
+        assert s.execute(text("SELECT count(*) FROM api_keys")).scalar() == 0
+    with db.owner_session() as s:
+        assert api_keys.get_key(s, b, b_key.id).revoked_at is None
+        assert [k.name for k in api_keys.list_keys(s, b)] == [api_keys.DEFAULT_KEY_NAME]
 
 
 def test_tenant_delete_cascades(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:

@@ -17,7 +17,7 @@ from livingrag.api.deps import Services
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
-from livingrag.api.routes import admin, ask, corpora, experiences, health, passages, tenants
+from livingrag.api.routes import admin, ask, corpora, experiences, health, keys, passages, tenants
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -30,7 +30,9 @@ DESCRIPTION = """Graph-RAG question answering with a writable experience store, 
 
 Authenticate with `Authorization: Bearer <key>`: a tenant's API key for corpora, passages,
 questions and experiences (each tenant sees only its own rows: PostgreSQL row-level security),
-the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`.
+the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`. A tenant has
+several named keys, each with scopes: `read` (questions and every GET), `write` (corpora,
+passages, index jobs, deleting experiences), `admin` (the tenant's keys, `/v1/keys`).
 Every error answers `{"error": {"code": ..., "message": ...}}`.
 """
 
@@ -137,6 +139,7 @@ def create_app(
         lifespan=lifespan,
         openapi_tags=[
             {"name": "tenants", "description": "Tenant management (admin key)."},
+            {"name": "keys", "description": "API keys: a tenant's own (admin scope) or any tenant's (admin key)."},
             {"name": "corpora", "description": "The caller's corpora."},
             {"name": "passages", "description": "Passages and index jobs of a corpus."},
             {"name": "ask", "description": "Questions."},
@@ -146,8 +149,9 @@ def create_app(
         ],
     )
     errors.install(app)
-    for module in (tenants, corpora, passages, ask, experiences, admin, health):
+    for module in (tenants, keys, corpora, passages, ask, experiences, admin, health):
         app.include_router(module.router)
+    app.include_router(keys.operator_router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
     app.add_middleware(RequestId)  # outermost: every response, the 413 included, carries the id
     return app
@@ -155,7 +159,11 @@ def create_app(
 
 def app_from_environment() -> FastAPI:
     """The app with settings from the environment (``livingrag serve --workers N`` builds one per
-    worker); each worker loads its models before it takes a connection."""
+    worker, and so may another ASGI server); each worker loads its models before it takes a
+    connection. A weak admin key is refused here too (:mod:`livingrag.api.admin_key`)."""
+    from livingrag.api.admin_key import check_admin_key
     from livingrag.config import get_settings
 
-    return create_app(get_settings(), models_before_serving=True)
+    settings = get_settings()
+    check_admin_key(None if settings.api.admin_key is None else settings.api.admin_key.get_secret_value())
+    return create_app(settings, models_before_serving=True)

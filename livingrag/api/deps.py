@@ -1,15 +1,18 @@
 """What the routes share (:class:`Services`) and the authentication dependencies.
 
-Tenant keys: ``Authorization: Bearer <key>``; the key's sha256 is looked up through the
-``livingrag_tenant_for_key`` function from an application (RLS-bound) session, so the key table
-is never readable by the app role. The admin key (``api.admin_key``) manages tenants and runs
-maintenance; it is not a tenant key.
+Tenant keys: ``Authorization: Bearer <key>``; the key's sha256 is resolved on every request
+through the ``livingrag_api_key_grant`` function from an application (RLS-bound) session, so key
+hashes are never readable by the app role and a revoked or expired key fails its next request.
+Each tenant route depends on :func:`require` with the scope it needs (``read``, ``write`` or
+``admin``: :data:`~livingrag.db.repositories.api_keys.SCOPES`). The admin key
+(``api.admin_key``) manages tenants and runs maintenance; it is not a tenant key.
 """
 
 from __future__ import annotations
 
 import hmac
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,7 +21,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.errors import ApiError
 from livingrag.api.jobs import JobRegistry
-from livingrag.db.repositories import tenants
+from livingrag.db.repositories import api_keys
+from livingrag.db.repositories.api_keys import KeyGrant
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -60,16 +64,45 @@ def _is_admin(svc: Services, key: str) -> bool:
     return admin is not None and hmac.compare_digest(key.encode(), admin.get_secret_value().encode())
 
 
-def tenant_id(creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)) -> int:
-    """The calling tenant's id (401 for a missing or unknown key)."""
+def key_grant(
+    creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)
+) -> KeyGrant:
+    """What the caller's tenant key grants (401 for a missing, unknown, revoked or expired key;
+    403 for the admin key)."""
     key = _key(creds)
     if _is_admin(svc, key):
         raise ApiError(403, "forbidden", "the admin key manages tenants; use a tenant's API key here")
     with svc.db.app_session() as s:
-        tid = tenants.tenant_for_key(s, key)
-    if tid is None:
-        raise ApiError(401, "unauthorized", "unknown API key", {"WWW-Authenticate": "Bearer"})
-    return int(tid)
+        grant = api_keys.grant_for_key(s, key)
+    if grant is None:
+        raise ApiError(401, "unauthorized", "unknown, revoked or expired API key", {"WWW-Authenticate": "Bearer"})
+    return grant
+
+
+def require(*scopes: str) -> Callable[..., int]:
+    """A dependency returning the calling tenant's id when its key has one of ``scopes``; 403
+    naming the scope otherwise."""
+    unknown = set(scopes) - set(api_keys.SCOPES)
+    if not scopes or unknown:
+        raise ValueError(f"scopes must be some of {api_keys.SCOPES}, got {scopes}")
+    needed = " or ".join(f"'{s}'" for s in scopes)
+
+    def scoped(grant: KeyGrant = Depends(key_grant)) -> int:
+        if grant.scopes.isdisjoint(scopes):
+            have = ", ".join(s for s in api_keys.SCOPES if s in grant.scopes)
+            raise ApiError(403, "forbidden", f"this key lacks the {needed} scope (it has: {have})")
+        return grant.tenant_id
+
+    scoped.__name__ = f"require_{'_or_'.join(scopes)}"
+    return scoped
+
+
+tenant_id = require(api_keys.READ)
+"""The calling tenant's id for a key with the ``read`` scope (401 for a missing or invalid key)."""
+tenant_writer = require(api_keys.WRITE)
+"""The calling tenant's id for a key with the ``write`` scope."""
+tenant_admin = require(api_keys.ADMIN)
+"""The calling tenant's id for a key with the ``admin`` scope (the tenant's own keys)."""
 
 
 def admin(creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)) -> None:

@@ -54,6 +54,7 @@ _MAP: list[tuple[type[BaseException], int, str]] = [
     (JobQueueFull, 429, "too_many_requests"),
     (e.NotFound, 404, "not_found"),
     (e.AlreadyExists, 409, "already_exists"),
+    (e.Conflict, 409, "conflict"),
     (e.InvalidInput, 422, "invalid_input"),
     (e.LLMTimeout, 504, "llm_timeout"),
     (e.LLMUnavailable, 503, "llm_unavailable"),
@@ -79,7 +80,8 @@ STATUS_CODES = {
 
 # Documented on every route: what an operation may answer besides success.
 COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse, "description": "Missing or unknown API key."},
+    401: {"model": ErrorResponse, "description": "Missing, unknown, revoked or expired API key."},
+    403: {"model": ErrorResponse, "description": "The key lacks the scope this operation needs."},
     413: {"model": ErrorResponse, "description": "Request body larger than api.max_request_bytes."},
     422: {"model": ErrorResponse, "description": "Malformed input; the message names the field."},
     503: {"model": ErrorResponse, "description": "Database (or model) unavailable; retry later."},

@@ -39,12 +39,51 @@ class TenantCreate(_In):
 class TenantOut(BaseModel):
     id: int
     name: str
-    api_key_prefix: str = Field(description="First characters of the key, to tell keys apart.")
     created_at: datetime
+    active_keys: int = Field(description="API keys neither revoked nor expired.")
 
 
 class TenantCreated(TenantOut):
-    api_key: str = Field(description="The tenant's API key. Shown once: only its hash is stored.")
+    api_key: str = Field(description="The tenant's first API key, 'default', with every scope. Shown once.")
+    api_key_prefix: str = Field(description="First characters of the key, to tell keys apart.")
+
+
+# ---------------------------------------------------------------- API keys
+
+Scope = Literal["read", "write", "admin"]
+
+
+class KeyCreate(_In):
+    name: Text = Field(
+        ...,
+        min_length=1,
+        max_length=64,
+        description="Unique within the tenant: letters, digits, '.', '_', '-' (not only digits).",
+    )
+    scopes: list[Scope] = Field(
+        default=["read"],
+        min_length=1,
+        description="read: questions and every GET; write: corpora, passages, index jobs, deleting "
+        "experiences; admin: the tenant's keys.",
+    )
+    expires_in_days: int | None = Field(default=None, ge=1, le=3650, description="Expire this many days from now.")
+    expires_at: datetime | None = Field(default=None, description="Expire at this time (with a time zone).")
+
+
+class KeyOut(BaseModel):
+    id: int
+    name: str
+    prefix: str = Field(description="First characters of the key, to tell keys apart.")
+    scopes: list[str]
+    state: Literal["active", "expired", "revoked"]
+    created_at: datetime
+    last_used_at: datetime | None = Field(description="Last request with this key (to the minute).")
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The API key. Shown once: only its hash is stored.")
 
 
 # ---------------------------------------------------------------- corpora

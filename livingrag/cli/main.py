@@ -19,6 +19,7 @@ from livingrag.cli import (
     demo_cmd,
     doctor_cmd,
     eval_cmd,
+    key_cmd,
     retrieve_cmd,
     serve_cmd,
     tenant_cmd,
@@ -35,6 +36,7 @@ app = typer.Typer(
 )
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(tenant_cmd.app, name="tenant")
+app.add_typer(key_cmd.app, name="key")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(corpus_cmd.app, name="corpus")
 app.add_typer(corpus_cmd.passage_app, name="passage")

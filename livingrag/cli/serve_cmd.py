@@ -8,11 +8,13 @@ from livingrag.cli.common import examples, load_settings
 
 SERVE_HELP = (
     "Serve the HTTP API (OpenAPI docs at /docs, readiness at /health). Tenants authenticate with "
-    "'Authorization: Bearer <key>'; set LIVINGRAG_API__ADMIN_KEY to manage tenants over HTTP."
+    "'Authorization: Bearer <key>'; set LIVINGRAG_API__ADMIN_KEY to manage tenants over HTTP (at least "
+    "32 characters and about 128 bits: serve refuses a weak one)."
     + examples(
         "livingrag serve",
         "livingrag serve --workers 4",
-        "LIVINGRAG_API__ADMIN_KEY=change-me livingrag serve --host 0.0.0.0 --port 8000",
+        "LIVINGRAG_API__ADMIN_KEY=\"$(python -c 'import secrets; print(secrets.token_urlsafe(32))')\" "
+        "livingrag serve --host 0.0.0.0 --port 8000",
         "curl -H 'Authorization: Bearer lrg_...' localhost:8000/v1/corpora",
     )
 )
@@ -33,8 +35,11 @@ def serve(
     import uvicorn
 
     from livingrag.api import create_app
+    from livingrag.api.admin_key import check_admin_key
 
     settings = load_settings()  # validated here, so a bad setting stops the command with its name
+    admin_key = settings.api.admin_key
+    check_admin_key(None if admin_key is None else admin_key.get_secret_value())
     common = {
         "host": host or settings.api.host,
         "port": port or settings.api.port,

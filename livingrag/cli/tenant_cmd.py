@@ -7,11 +7,14 @@ from rich.table import Table
 
 from livingrag.cli.common import console, examples, open_database, print_json
 
-app = typer.Typer(help="Tenants and their API keys." + examples("livingrag tenant list"), no_args_is_help=True)
+app = typer.Typer(
+    help="Tenants (their API keys: `livingrag key`)." + examples("livingrag tenant list"), no_args_is_help=True
+)
 
 
 @app.command(
-    help="Create a tenant and print its API key (shown once; only its hash is stored)."
+    help="Create a tenant and print its first API key, 'default', with every scope (shown once; only its hash "
+    "is stored). More keys: `livingrag key create`."
     + examples("livingrag tenant create acme", "livingrag tenant create acme --json")
 )
 def create(
@@ -26,7 +29,8 @@ def create(
         print_json({"tenant": rec.name, "id": rec.id, "api_key": key})
         return
     console.print(f"created tenant [bold]{rec.name}[/bold] (id {rec.id})")
-    console.print(f"API key (shown once, store it now): [bold]{key}[/bold]")
+    console.print(f"API key 'default', every scope (shown once, store it now): [bold]{key}[/bold]")
+    console.print(f"more keys, with fewer scopes or an expiry: livingrag key create --tenant {rec.name} --name <name>")
 
 
 @app.command(name="list", help="List tenants." + examples("livingrag tenant list --json"))
@@ -37,12 +41,12 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         rows = tenants.list_tenants(s)
     if as_json:
         print_json(
-            [{"id": r.id, "name": r.name, "key_prefix": r.api_key_prefix, "created_at": r.created_at} for r in rows]
+            [{"id": r.id, "name": r.name, "active_keys": r.active_keys, "created_at": r.created_at} for r in rows]
         )
         return
-    table = Table("id", "name", "key prefix", "created")
+    table = Table("id", "name", "active keys", "created")
     for r in rows:
-        table.add_row(str(r.id), r.name, r.api_key_prefix + "…", r.created_at.isoformat(timespec="seconds"))
+        table.add_row(str(r.id), r.name, str(r.active_keys), r.created_at.isoformat(timespec="seconds"))
     console.print(table)
 
 

@@ -77,9 +77,25 @@ class Tenant(Base):
     __tablename__ = "tenants"
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
-    api_key_hash: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
-    api_key_prefix: Mapped[str] = mapped_column(Text, nullable=False)
     created_at: Mapped[datetime] = _now()
+
+
+class ApiKey(Base):
+    """A tenant's API key (migration 0005): only its sha256 is stored; the application role may
+    read every column but ``key_hash`` and resolves keys through ``livingrag_api_key_grant``."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_api_keys_tenant_name"),)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = _tenant_fk()
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    key_hash: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    prefix: Mapped[str] = mapped_column(Text, nullable=False)
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False)
+    created_at: Mapped[datetime] = _now()
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Corpus(Base):
@@ -333,3 +349,8 @@ TENANT_OWNED_TABLES: tuple[str, ...] = (
     "writeback_log",
     "query_log",
 )
+"""Tables of tenant data the application role reads and writes in full under row-level security."""
+
+KEY_TABLES: tuple[str, ...] = ("api_keys",)
+"""Tenant tables under row-level security that the application role reaches only through column
+privileges (it never reads ``key_hash``; it may insert keys and set ``revoked_at``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.deps import Services, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_of
 from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut
@@ -39,7 +39,9 @@ def corpus_out(c: CorpusInfo, counts: dict[str, int] | None = None) -> CorpusOut
     summary="Create a corpus for the caller's tenant",
     responses={409: {"model": ErrorResponse, "description": "The tenant already has a corpus of that name."}},
 )
-def create_corpus(body: CorpusCreate, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> CorpusOut:
+def create_corpus(
+    body: CorpusCreate, tid: int = Depends(tenant_writer), svc: Services = Depends(services)
+) -> CorpusOut:
     return corpus_out(service.create_corpus(svc.db, tid, body.name, svc.settings))
 
 
@@ -65,7 +67,7 @@ def get_corpus(
 
 @router.delete("/{corpus_id}", status_code=204, summary="Delete a corpus, its graph and its experiences")
 def delete_corpus(
-    corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+    corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
 ) -> Response:
     corpus_of(svc, tid, corpus_id)
     with svc.index_lock, svc.db.tenant_session(tid) as s:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
-from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.deps import Services, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_of
 from livingrag.api.schemas import ExperienceList, ExperienceOut
@@ -59,7 +59,7 @@ def get_experience(
 
 @router.delete("/{experience_id}", status_code=204, summary="Delete one experience")
 def delete_experience(
-    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
 ) -> Response:
     with svc.db.tenant_session(tid) as s:
         repo.delete_experience(s, experience_id)

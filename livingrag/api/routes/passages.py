@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path
 
-from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.jobs import Job
 from livingrag.api.routes.common import PageParams, corpus_of
@@ -34,6 +34,7 @@ from livingrag.corpus import service
 from livingrag.corpus.graph import IndexReport
 from livingrag.corpus.ingest import Document
 from livingrag.db.repositories import corpus_graph
+from livingrag.db.repositories.api_keys import READ, WRITE
 
 router = APIRouter(
     prefix="/v1",
@@ -41,6 +42,9 @@ router = APIRouter(
     responses=COMMON_RESPONSES
     | {404: {"model": ErrorResponse, "description": "No such corpus, passage or job for this tenant."}},
 )
+
+job_reader = require(READ, WRITE)
+"""Index jobs are read with either scope: a write key polls the jobs it submitted."""
 
 
 def _clean(text: str, what: str) -> str:
@@ -83,7 +87,7 @@ def _passage_out(p: corpus_graph.PassageRecord) -> PassageOut:
 def add_passages(
     body: PassageBatch,
     corpus_id: int = Path(..., ge=1),
-    tid: int = Depends(tenant_id),
+    tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
 ) -> IndexResult:
     docs = _documents(body.passages, "passages")
@@ -133,7 +137,7 @@ def update_passage(
     body: PassageUpdate,
     corpus_id: int = Path(..., ge=1),
     passage_id: int = Path(..., ge=1),
-    tid: int = Depends(tenant_id),
+    tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
 ) -> PassageOut:
     if body.text is None and body.title is None:
@@ -153,7 +157,7 @@ def update_passage(
 def delete_passage(
     corpus_id: int = Path(..., ge=1),
     passage_id: int = Path(..., ge=1),
-    tid: int = Depends(tenant_id),
+    tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
 ) -> Deleted:
     return _delete(svc, tid, corpus_id, [passage_id])
@@ -167,7 +171,7 @@ def delete_passage(
 def delete_passages(
     body: PassageDelete,
     corpus_id: int = Path(..., ge=1),
-    tid: int = Depends(tenant_id),
+    tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
 ) -> Deleted:
     return _delete(svc, tid, corpus_id, body.ids)
@@ -210,7 +214,7 @@ def _job_out(job: Job) -> JobOut:
 def submit_index_job(
     body: DocumentBatch,
     corpus_id: int = Path(..., ge=1),
-    tid: int = Depends(tenant_id),
+    tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
 ) -> JobOut:
     docs = _documents(body.documents, "documents")
@@ -225,7 +229,7 @@ def submit_index_job(
 
 
 @router.get("/index-jobs/{job_id}", response_model=JobOut, summary="An index job's state and result")
-def get_index_job(job_id: str, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> JobOut:
+def get_index_job(job_id: str, tid: int = Depends(job_reader), svc: Services = Depends(services)) -> JobOut:
     job = svc.jobs.get(tid, job_id)
     if job is None:
         raise ApiError(404, "not_found", f"no index job {job_id!r} (jobs are forgotten when the server restarts)")
@@ -233,5 +237,5 @@ def get_index_job(job_id: str, tid: int = Depends(tenant_id), svc: Services = De
 
 
 @router.get("/index-jobs", response_model=list[JobOut], summary="The caller's recent index jobs, newest first")
-def list_index_jobs(tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> list[JobOut]:
+def list_index_jobs(tid: int = Depends(job_reader), svc: Services = Depends(services)) -> list[JobOut]:
     return [_job_out(j) for j in svc.jobs.list(tid)[:100]]

@@ -17,13 +17,13 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=201, response_model=TenantCreated, summary="Create a tenant (returns its key once)")
+@router.post(
+    "", status_code=201, response_model=TenantCreated, summary="Create a tenant (returns its default key once)"
+)
 def create_tenant(body: TenantCreate, svc: Services = Depends(services)) -> TenantCreated:
     with svc.db.owner_session() as s:
         rec, key = tenants.create_tenant(s, body.name)
-    return TenantCreated(
-        id=rec.id, name=rec.name, api_key_prefix=rec.api_key_prefix, created_at=rec.created_at, api_key=key
-    )
+    return TenantCreated(**vars(rec), api_key=key, api_key_prefix=key[: tenants.PREFIX_CHARS])
 
 
 @router.get("", response_model=list[TenantOut], summary="List tenants")

@@ -1,9 +1,8 @@
-"""Tenants and their API keys (hashed at rest; the plain key is shown once, at creation)."""
+"""Tenants. A new tenant gets its first API key, ``default``, with every scope (shown once); its
+keys are managed by :mod:`livingrag.db.repositories.api_keys`."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,26 +10,38 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from livingrag.db.repositories import api_keys
+from livingrag.db.repositories.api_keys import KEY_PREFIX, PREFIX_CHARS, hash_api_key, new_api_key
 from livingrag.errors import AlreadyExists, InvalidInput, NotFound
 
-KEY_PREFIX = "lrg_"
+__all__ = [
+    "KEY_PREFIX",
+    "PREFIX_CHARS",
+    "TenantRecord",
+    "create_tenant",
+    "delete_tenant",
+    "get_tenant",
+    "hash_api_key",
+    "list_tenants",
+    "new_api_key",
+    "tenant_for_key",
+    "validate_name",
+]
 
 
 @dataclass(frozen=True)
 class TenantRecord:
     id: int
     name: str
-    api_key_prefix: str
     created_at: datetime
+    active_keys: int
+    """Keys neither revoked nor expired."""
 
 
-def hash_api_key(key: str) -> str:
-    """sha256 of the key. Keys are 256-bit random tokens, so a fast hash is enough at rest."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def new_api_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
+_SELECT = (
+    "SELECT t.id, t.name, t.created_at, (SELECT count(*) FROM api_keys k WHERE k.tenant_id = t.id"
+    " AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) FROM tenants t"
+)
 
 
 def validate_name(name: str, what: str = "name") -> str:
@@ -45,51 +56,44 @@ def validate_name(name: str, what: str = "name") -> str:
 
 
 def create_tenant(session: Session, name: str) -> tuple[TenantRecord, str]:
-    """Create a tenant; returns the record and its plain API key (not stored anywhere)."""
+    """Create a tenant with its ``default`` key (every scope); returns the record and that key in
+    plain (not stored anywhere)."""
     name = validate_name(name, "tenant name")
-    key = new_api_key()
     try:
         with session.begin_nested():
-            row = session.execute(
-                text(
-                    "INSERT INTO tenants (name, api_key_hash, api_key_prefix) VALUES (:n, :h, :p) "
-                    "RETURNING id, name, api_key_prefix, created_at"
-                ),
-                {"n": name, "h": hash_api_key(key), "p": key[: len(KEY_PREFIX) + 6]},
+            tid, created = session.execute(
+                text("INSERT INTO tenants (name) VALUES (:n) RETURNING id, created_at"), {"n": name}
             ).one()
     except IntegrityError as exc:
         raise AlreadyExists(f"a tenant named {name!r} already exists") from exc
-    return TenantRecord(*row), key
+    _, key = api_keys.create_key(session, tid, api_keys.DEFAULT_KEY_NAME, api_keys.SCOPES)
+    return TenantRecord(tid, name, created, 1), key
 
 
 def list_tenants(session: Session) -> list[TenantRecord]:
-    rows = session.execute(text("SELECT id, name, api_key_prefix, created_at FROM tenants ORDER BY id")).all()
+    rows = session.execute(text(f"{_SELECT} ORDER BY t.id")).all()
     return [TenantRecord(*r) for r in rows]
 
 
 def get_tenant(session: Session, name_or_id: str | int) -> TenantRecord:
     if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
-        row = session.execute(
-            text("SELECT id, name, api_key_prefix, created_at FROM tenants WHERE id = :i"), {"i": int(name_or_id)}
-        ).one_or_none()
+        row = session.execute(text(f"{_SELECT} WHERE t.id = :i"), {"i": int(name_or_id)}).one_or_none()
     else:
-        row = session.execute(
-            text("SELECT id, name, api_key_prefix, created_at FROM tenants WHERE name = :n"), {"n": name_or_id}
-        ).one_or_none()
+        row = session.execute(text(f"{_SELECT} WHERE t.name = :n"), {"n": name_or_id}).one_or_none()
     if row is None:
         raise NotFound(f"no tenant {name_or_id!r}")
     return TenantRecord(*row)
 
 
 def delete_tenant(session: Session, tenant_id: int) -> None:
-    """Delete a tenant and, by cascade, every row it owns."""
+    """Delete a tenant and, by cascade, every row it owns (its keys included)."""
     res = session.execute(text("DELETE FROM tenants WHERE id = :i"), {"i": tenant_id})
     if res.rowcount == 0:
         raise NotFound(f"no tenant with id {tenant_id}")
 
 
 def tenant_for_key(session: Session, key: str) -> int | None:
-    """The tenant id for an API key, or None. Works from an application (RLS-bound) session."""
-    if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
-        return None
-    return session.execute(text("SELECT livingrag_tenant_for_key(:h)"), {"h": hash_api_key(key)}).scalar()
+    """The tenant id for a valid API key (any scope), or None. Works from an application
+    (RLS-bound) session; see :func:`api_keys.grant_for_key`."""
+    grant = api_keys.grant_for_key(session, key)
+    return None if grant is None else grant.tenant_id

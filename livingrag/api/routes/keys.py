@@ -1,0 +1,115 @@
+"""API keys over HTTP: ``/v1/keys`` for a tenant's own keys (a key with the ``admin`` scope) and
+``/v1/tenants/{tenant_id}/keys`` for the operator (the admin key), the HTTP face of ``livingrag key``.
+
+A key is returned in plain once, when it is created. Revocation takes effect on the key's next
+request (keys are resolved on every request). Through ``/v1/keys`` a tenant cannot revoke its last
+active admin key (409); the operator can.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path
+from sqlalchemy.orm import Session
+
+from livingrag.api.deps import Services, admin, services, tenant_admin
+from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
+from livingrag.api.schemas import KeyCreate, KeyCreated, KeyOut
+from livingrag.db.repositories import api_keys, tenants
+from livingrag.db.repositories.api_keys import KeyRecord
+
+_NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such key (or tenant)."}}
+_CONFLICT = {409: {"model": ErrorResponse, "description": "The key name is taken, or the last admin key."}}
+
+router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=COMMON_RESPONSES | _NOT_FOUND)
+operator_router = APIRouter(
+    prefix="/v1/tenants/{tenant_id}/keys",
+    tags=["keys"],
+    dependencies=[Depends(admin)],
+    responses=COMMON_RESPONSES | _NOT_FOUND | {403: {"model": ErrorResponse, "description": "Not the admin key."}},
+)
+
+
+def key_out(rec: KeyRecord) -> KeyOut:
+    """What a listing shows of a key (never the key or its hash)."""
+    return KeyOut(
+        id=rec.id,
+        name=rec.name,
+        prefix=rec.prefix,
+        scopes=list(rec.scopes),
+        state=rec.state(),
+        created_at=rec.created_at,
+        last_used_at=rec.last_used_at,
+        expires_at=rec.expires_at,
+        revoked_at=rec.revoked_at,
+    )
+
+
+def _created(rec: KeyRecord, key: str) -> KeyCreated:
+    return KeyCreated(**key_out(rec).model_dump(), key=key)
+
+
+def _create(s: Session, tid: int, body: KeyCreate) -> KeyCreated:
+    expires_at = api_keys.expiry(in_days=body.expires_in_days, at=body.expires_at)
+    rec, key = api_keys.create_key(s, tid, body.name, body.scopes, expires_at=expires_at)
+    return _created(rec, key)
+
+
+# ---------------------------------------------------------------- the tenant's own keys
+
+
+@router.post(
+    "", status_code=201, response_model=KeyCreated, summary="Create a key (returned once)", responses=_CONFLICT
+)
+def create_key(body: KeyCreate, tid: int = Depends(tenant_admin), svc: Services = Depends(services)) -> KeyCreated:
+    with svc.db.tenant_session(tid) as s:
+        return _create(s, tid, body)
+
+
+@router.get("", response_model=list[KeyOut], summary="The tenant's keys, revoked and expired ones included")
+def list_keys(tid: int = Depends(tenant_admin), svc: Services = Depends(services)) -> list[KeyOut]:
+    with svc.db.tenant_session(tid) as s:
+        return [key_out(r) for r in api_keys.list_keys(s, tid)]
+
+
+@router.post(
+    "/{key_id}/revoke",
+    response_model=KeyOut,
+    summary="Revoke a key (from its next request on; the last admin key is refused)",
+    responses=_CONFLICT,
+)
+def revoke_key(
+    key_id: int = Path(..., ge=1), tid: int = Depends(tenant_admin), svc: Services = Depends(services)
+) -> KeyOut:
+    with svc.db.tenant_session(tid) as s:
+        return key_out(api_keys.revoke_key(s, tid, key_id, keep_an_admin=True))
+
+
+# ---------------------------------------------------------------- the operator, for any tenant
+
+
+@operator_router.post(
+    "",
+    status_code=201,
+    response_model=KeyCreated,
+    summary="Create a key for a tenant (returned once)",
+    responses=_CONFLICT,
+)
+def operator_create_key(
+    body: KeyCreate, tenant_id: int = Path(..., ge=1), svc: Services = Depends(services)
+) -> KeyCreated:
+    with svc.db.owner_session() as s:
+        return _create(s, tenants.get_tenant(s, tenant_id).id, body)
+
+
+@operator_router.get("", response_model=list[KeyOut], summary="A tenant's keys")
+def operator_list_keys(tenant_id: int = Path(..., ge=1), svc: Services = Depends(services)) -> list[KeyOut]:
+    with svc.db.owner_session() as s:
+        return [key_out(r) for r in api_keys.list_keys(s, tenants.get_tenant(s, tenant_id).id)]
+
+
+@operator_router.post("/{key_id}/revoke", response_model=KeyOut, summary="Revoke a tenant's key")
+def operator_revoke_key(
+    tenant_id: int = Path(..., ge=1), key_id: int = Path(..., ge=1), svc: Services = Depends(services)
+) -> KeyOut:
+    with svc.db.owner_session() as s:
+        return key_out(api_keys.revoke_key(s, tenants.get_tenant(s, tenant_id).id, key_id))
