@@ -3,6 +3,7 @@ with the packaged model, the export cache, backend choice and its errors, thread
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -93,6 +94,33 @@ def test_the_export_is_kept_and_renewed_when_the_model_changes(
     changed = OnnxEmbedder("all-MiniLM-L6-v2", copy, cache_dir=onnx_cache)
     assert changed.onnx_path != path and changed.onnx_path.exists()
     assert not [p for p in onnx_cache.iterdir() if p.name.endswith(".tmp")]  # no half-written export left
+    # the same files reinstalled (new modification times): the export is reused, not made again
+    same = tmp_path / "reinstalled"
+    shutil.copytree(onnx_embedder.model_dir, same)
+    for f in same.rglob("*"):
+        os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+    assert OnnxEmbedder("all-MiniLM-L6-v2", same, cache_dir=onnx_cache).onnx_path == path
+
+
+def test_int8_question_vectors_stay_close_to_the_float_ones(onnx_embedder: OnnxEmbedder, onnx_cache: Path) -> None:
+    from livingrag.config import ModelSettings
+    from livingrag.models.embedder import embedder_from_settings
+
+    q8 = get_embedder("all-MiniLM-L6-v2", "cpu", 64, "onnx", str(onnx_cache), True)
+    assert q8.backend == "onnx-int8" and q8.dim == 384
+    assert q8.onnx_path == onnx_embedder.onnx_path.with_suffix(".int8.onnx") and q8.onnx_path.exists()
+    questions = ["Who directed Casablanca?", "When did the director of Wild Gals die?", "Is Lyon in France?"]
+    for q in questions:  # one question at a time, as they are asked
+        cos = float(np.dot(q8.encode([q])[0], onnx_embedder.encode([q])[0]))
+        assert 0.99 <= cos < 1.0
+    # settings: queries get int8 unless told float32; passages are always float32
+    m = ModelSettings(embedding_backend="onnx", onnx_cache_dir=onnx_cache)
+    assert embedder_from_settings(m, queries=True).backend == "onnx-int8"
+    assert embedder_from_settings(m).backend == "onnx"
+    flt = ModelSettings(embedding_backend="onnx", onnx_cache_dir=onnx_cache, query_embedding="float32")
+    assert embedder_from_settings(flt, queries=True).backend == "onnx"
+    with pytest.raises(ValueError, match="query_embedding"):
+        ModelSettings(query_embedding="int4")  # type: ignore[arg-type]
 
 
 def test_a_session_per_requested_thread_count(onnx_embedder: OnnxEmbedder) -> None:

@@ -287,3 +287,22 @@ def test_shared_linearrag() -> None:
     assert (len(ds.questions), len(ds.corpus)) == (1000, 658)
     with pytest.raises(InvalidInput, match=r"chunks\.json"):
         load_dataset("linearrag", SHARED / "musique" / "linearrag_1000")
+
+
+def test_bench_retrieval_reads_any_folder_the_stream_reader_reads(tmp_path: Path) -> None:
+    """`bench retrieval --dataset musique --data-dir <not a development folder>`: the evaluation
+    reader's corpus and gold passages, as document keys, in the corpus `bench reuse` indexes."""
+    from livingrag.corpus.chunking import document_key
+    from livingrag.retrieval.bench import load_dataset as load_bench
+
+    bench = load_bench("musique", FIX / "musique")
+    stream = load_dataset("musique", FIX / "musique")
+    assert bench.name == "musique" and bench.corpus_name == "bench-reuse-musique-musique_mini_corpus"
+    assert [(d.title, d.text) for d in bench.documents] == [(d.title, d.text) for d in stream.corpus]
+    keys = {d.key: document_key(b) for d, b in zip(stream.corpus, bench.documents, strict=True)}
+    assert [q.question for q in bench.questions] == [q.question for q in stream.questions]
+    assert [q.gold for q in bench.questions] == [tuple(keys[k] for k in q.gold_keys) for q in stream.questions]
+    # a folder neither reader can use: both reasons in one error
+    (tmp_path / "notes.txt").write_text("nothing here")
+    with pytest.raises(InvalidInput, match=r"hipporag_train_100/musique_train_corpus.json not found.*nor could"):
+        load_bench("musique", tmp_path)

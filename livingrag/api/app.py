@@ -45,6 +45,7 @@ def _load_models(svc: Services) -> None:
 
         m = svc.settings.models
         embedder_from_settings(m).encode(["warm up"])
+        embedder_from_settings(m, queries=True).encode(["warm up"])  # the question encoder (int8 by default)
         if m.extractor == "spacy":
             make_extractor("spacy", ner_model=m.ner_model, batch_size=m.ner_batch_size)
         svc.models_loaded.set()

@@ -45,7 +45,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -161,12 +160,6 @@ def resolve_preset(dataset: str, preset: str | None) -> str:
     return name
 
 
-def corpus_name(dataset: Dataset) -> str:
-    """``reuse-<dataset>-<corpus file stem>`` (indexed as ``bench-reuse-…``): one copy per corpus file."""
-    stem = Path(dataset.sources[-1]).stem if dataset.sources else "corpus"
-    return f"reuse-{dataset.name}-{stem}"[:100]
-
-
 def ensure_corpus(
     db: Database, settings: Settings, dataset: Dataset, *, tenant: str, progress: Progress | None = None
 ) -> tuple[int, Any, dict[int, str]]:
@@ -175,10 +168,10 @@ def ensure_corpus(
     from livingrag.corpus.chunking import document_key
     from livingrag.corpus.ingest import Document
     from livingrag.db.repositories import corpus_graph
-    from livingrag.retrieval.bench import BenchDataset, ensure_bench_corpus
+    from livingrag.retrieval.bench import BenchDataset, ensure_bench_corpus, stream_corpus_name
 
     docs = [Document(title=d.title, text=d.text) for d in dataset.corpus]
-    bench = BenchDataset(corpus_name(dataset), docs, [])
+    bench = BenchDataset(dataset.name, docs, [], corpus=stream_corpus_name(dataset))
     tenant_id, corpus, _, _ = ensure_bench_corpus(db, settings, bench, tenant=tenant, progress=progress)
     by_doc = {document_key(Document(title=d.title, text=d.text)): d.key for d in dataset.corpus}
     with db.tenant_session(tenant_id) as s:

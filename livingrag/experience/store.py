@@ -133,7 +133,7 @@ class ExperienceStore:
                     from livingrag.models.embedder import embedder_from_settings
 
                     m = self.settings.models
-                    self._encoder = embedder_from_settings(m)
+                    self._encoder = embedder_from_settings(m, queries=True)  # templates: as the retriever's
         return self._encoder
 
     @property

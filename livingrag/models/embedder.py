@@ -146,11 +146,14 @@ def get_embedder(
     batch_size: int = 64,
     backend: str = "auto",
     cache_dir: str | Path | None = None,
+    quantized: bool = False,
 ) -> SentenceEncoder:
     """The process-wide embedder for ``name`` (loaded once): an :class:`Embedder` (torch) or an
     :class:`~livingrag.models.onnx_embedder.OnnxEmbedder` (ONNX Runtime), by ``backend``:
     ``torch``, ``onnx`` (an error when it cannot run the model) or ``auto`` (onnx on the CPU for a
-    mean-pooled model when onnxruntime is installed and the export works, else torch)."""
+    mean-pooled model when onnxruntime is installed and the export works, else torch).
+    ``quantized``: ONNX Runtime's int8 model (for questions; where ONNX cannot run the model, the
+    float32 one, with a warning)."""
     from livingrag.models.onnx_embedder import OnnxEmbedder, mean_pooled_layout, onnx_runtime_available
 
     if backend not in ("auto", "onnx", "torch"):
@@ -167,21 +170,30 @@ def get_embedder(
         if why is None:
             try:
                 log.info("loading embedding model %s with ONNX Runtime", name)
-                return OnnxEmbedder(name, path, batch_size=batch_size, cache_dir=cache_dir)
+                return OnnxEmbedder(name, path, batch_size=batch_size, cache_dir=cache_dir, quantized=quantized)
             except ModelUnavailable as exc:
                 if backend == "onnx":
                     raise
                 log.warning("embedding with torch: %s", exc)
         elif backend == "onnx":
             raise ModelUnavailable(f"models.embedding_backend=onnx: {why}")
+    if quantized:
+        log.warning("int8 question embeddings need the onnx backend; embedding questions in float32")
     log.info("loading embedding model %s on %s", name, device)
     return Embedder(name, device=device, batch_size=batch_size)
 
 
-def embedder_from_settings(models: Any, name: str | None = None) -> SentenceEncoder:
+def embedder_from_settings(models: Any, name: str | None = None, *, queries: bool = False) -> SentenceEncoder:
     """:func:`get_embedder` for a :class:`~livingrag.config.ModelSettings` (``name``: a corpus's
-    model instead of ``models.embedding_model``)."""
+    model instead of ``models.embedding_model``); ``queries``: the encoder of questions and their
+    templates, int8 when ``models.query_embedding`` says so (passages are always float32)."""
     cache = str(models.onnx_cache_dir) if models.onnx_cache_dir is not None else None
+    quantized = queries and models.query_embedding == "int8"
     return get_embedder(
-        name or models.embedding_model, models.device, models.embedding_batch_size, models.embedding_backend, cache
+        name or models.embedding_model,
+        models.device,
+        models.embedding_batch_size,
+        models.embedding_backend,
+        cache,
+        quantized,
     )

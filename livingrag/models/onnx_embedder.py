@@ -85,13 +85,26 @@ def _pooled_dimension(model_dir: Path) -> int:
     return int(pooling["word_embedding_dimension"])
 
 
+_WHOLE_FILE = 1 << 20  # files up to 1 MiB are hashed whole; larger ones by their first and last MiB
+
+
 def _fingerprint(model_dir: Path) -> str:
-    """Names, sizes and modification times of the model's files: a changed model gets a new export."""
+    """A digest of the model's files (names, sizes, and their bytes: small files whole, large
+    ones by their first and last MiB), so a changed model gets a new export while reinstalling the
+    same model (new modification times) reuses the one cached. ~1 ms for a 90 MB model."""
     h = hashlib.sha256()
     for p in sorted(model_dir.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(model_dir)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        if not p.is_file():
+            continue
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(model_dir)}:{size}\n".encode())
+        with p.open("rb") as fh:
+            if size <= 2 * _WHOLE_FILE:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(_WHOLE_FILE))
+                fh.seek(size - _WHOLE_FILE)
+                h.update(fh.read(_WHOLE_FILE))
     return h.hexdigest()[:16]
 
 
@@ -138,16 +151,40 @@ def export_onnx(model_dir: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def quantize_int8(source: Path, target: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization of ``source`` into ``target``: weights int8 per
+    output channel, activations quantized per call (written to a temporary name, then renamed).
+
+    Per-channel weights matter: per-tensor int8 gave question vectors at cosine 0.939-0.967 to the
+    float32 ones on 2Wiki, per-channel 0.990-0.994 (``bench retrieval`` prints the figure).
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        quantize_dynamic(str(source), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 class OnnxEmbedder:
     """Encodes texts into normalised float32 vectors with ONNX Runtime (interface of
-    :class:`~livingrag.models.embedder.Embedder`)."""
-
-    backend = "onnx"
+    :class:`~livingrag.models.embedder.Embedder`); ``quantized``: the int8 model (queries only:
+    passages stay float32, see :func:`quantize_int8`)."""
 
     def __init__(
-        self, name: str, model_dir: str | Path, *, batch_size: int = 64, cache_dir: str | Path | None = None
+        self,
+        name: str,
+        model_dir: str | Path,
+        *,
+        batch_size: int = 64,
+        cache_dir: str | Path | None = None,
+        quantized: bool = False,
     ) -> None:
         self.name = name
+        self.quantized = quantized
+        self.backend = "onnx-int8" if quantized else "onnx"
         self.batch_size = batch_size
         self.model_dir = Path(model_dir)
         max_len = mean_pooled_layout(self.model_dir)
@@ -159,7 +196,8 @@ class OnnxEmbedder:
         self.max_seq_length = max_len
         cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "model"
-        self.onnx_path = cache / f"{slug}-{_fingerprint(self.model_dir)}.onnx"
+        self.float_path = cache / f"{slug}-{_fingerprint(self.model_dir)}.onnx"
+        self.onnx_path = self.float_path.with_suffix(".int8.onnx") if quantized else self.float_path
         try:
             from tokenizers import Tokenizer
 
@@ -167,9 +205,12 @@ class OnnxEmbedder:
             self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
             self.tokenizer.enable_truncation(max_length=max_len)
             self.tokenizer.no_padding()
-            if not self.onnx_path.exists():
-                log.info("exporting %s to ONNX at %s", name, self.onnx_path)
-                export_onnx(self.model_dir, self.onnx_path)
+            if not self.float_path.exists():
+                log.info("exporting %s to ONNX at %s", name, self.float_path)
+                export_onnx(self.model_dir, self.float_path)
+            if quantized and not self.onnx_path.exists():
+                log.info("quantizing %s to int8 at %s", name, self.onnx_path)
+                quantize_int8(self.float_path, self.onnx_path)
             import onnxruntime  # noqa: F401
         except Exception as exc:  # export and tokenizer loading raise many kinds
             raise ModelUnavailable(f"could not prepare {name!r} for ONNX Runtime ({self.onnx_path}): {exc}") from exc

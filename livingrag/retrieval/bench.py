@@ -9,6 +9,11 @@ Datasets (HippoRAG formats, see ``../shared/datasets/*/SOURCE.md``):
 * ``hotpotqa``: ``hipporag_train_100/hotpotqa_train{,_corpus}.json`` (corpus = object title ->
   sentences; gold = the titles in ``supporting_facts``).
 
+Any other folder of one of these datasets (a raw MuSiQue/HotpotQA/2Wiki file, HippoRAG pairs,
+``../shared/datasets/musique_reuse``) is read by ``eval stream``'s reader
+(:func:`livingrag.evaluation.datasets.load_dataset`), with the same gold passages; its corpus
+is the one ``bench reuse`` indexes (:func:`stream_corpus_name`).
+
 Recall@k is HippoRAG's, reported as ``passage_recall_at_k``: the share of a question's gold passages
 found in the top k, averaged over questions; ``all_gold_recall_at_k`` is the share of questions with
 every gold passage in the top k (the names mean the same in the evaluation's records and report).
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from livingrag.corpus.graph import IndexReport
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
+    from livingrag.evaluation.datasets import Dataset as StreamDataset
     from livingrag.types import CorpusInfo
 
 DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
@@ -51,16 +57,27 @@ class BenchQuestion:
 
 @dataclass(frozen=True)
 class BenchDataset:
-    name: str
+    name: str  # the dataset (and its retrieval preset)
     documents: list[Document]
     questions: list[BenchQuestion]
+    corpus: str = ""  # the benchmark corpus's name (default: bench-<name>)
+
+    @property
+    def corpus_name(self) -> str:
+        return self.corpus or f"bench-{self.name}"
+
+
+class DevelopmentFilesMissing(InvalidInput):
+    """The folder lacks a development file of the dataset (another reader may still read it)."""
 
 
 def _find(data_dir: Path, dataset: str, rel: str) -> Path:
     for base in (data_dir, data_dir / dataset):
         if (base / rel).exists():
             return base / rel
-    raise InvalidInput(f"{dataset}: {rel} not found under {data_dir} (give the dataset's folder as --data-dir)")
+    raise DevelopmentFilesMissing(
+        f"{dataset}: {rel} not found under {data_dir} (give the dataset's folder as --data-dir)"
+    )
 
 
 def _load_json(path: Path) -> Any:
@@ -117,9 +134,43 @@ LOADERS: dict[str, Callable[[Path], BenchDataset]] = {
 
 
 def load_dataset(name: str, data_dir: str | Path) -> BenchDataset:
+    """The development folder's files (see the module docstring) when ``data_dir`` has them, else
+    whatever ``eval stream``'s reader finds there."""
     if name not in LOADERS:
         raise InvalidInput(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-    return LOADERS[name](Path(data_dir).expanduser())
+    path = Path(data_dir).expanduser()
+    try:
+        return LOADERS[name](path)
+    except DevelopmentFilesMissing as missing:
+        try:
+            return _from_stream_reader(name, path)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{missing}; nor could the evaluation reader use it: {exc}") from None
+
+
+def stream_corpus_name(dataset: StreamDataset) -> str:
+    """``bench-reuse-<dataset>-<corpus file stem>``: the benchmark corpus of a dataset read by the
+    evaluation reader, one per corpus file (``bench retrieval`` and ``bench reuse`` share it)."""
+    stem = Path(dataset.sources[-1]).stem if dataset.sources else "corpus"
+    return f"bench-reuse-{dataset.name}-{stem}"[:100]
+
+
+def _from_stream_reader(name: str, path: Path) -> BenchDataset:
+    """The dataset as :func:`livingrag.evaluation.datasets.load_dataset` reads it: its corpus
+    documents and, per question with gold passages, their document keys."""
+    from livingrag.evaluation.datasets import load_dataset as load_stream
+
+    ds = load_stream(name, path)
+    docs = [Document(title=d.title, text=d.text) for d in ds.corpus]  # as `bench reuse` indexes them
+    key_of = {d.key: document_key(doc) for d, doc in zip(ds.corpus, docs, strict=True)}
+    questions = [
+        BenchQuestion(q.question, tuple(dict.fromkeys(key_of[k] for k in q.gold_keys)))
+        for q in ds.questions
+        if q.gold_keys
+    ]
+    if not questions:
+        raise InvalidInput(f"{name}: no question under {path} names its gold passages")
+    return BenchDataset(name, docs, questions, corpus=stream_corpus_name(ds))
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -149,7 +200,7 @@ def ensure_bench_corpus(
 
     progress = progress or NullProgress()
     tenant_id, _ = service.ensure_tenant(db, tenant)
-    name = f"bench-{dataset.name}" + (f"-shuffle{shuffle_seed}" if shuffle_seed is not None else "")
+    name = dataset.corpus_name + (f"-shuffle{shuffle_seed}" if shuffle_seed is not None else "")
     docs = list(dataset.documents)
     if shuffle_seed is not None:
         random.Random(shuffle_seed).shuffle(docs)
@@ -238,6 +289,7 @@ def run_retrieval_bench(
             dense_recall.append(len(gold & {doc_of.get(p.id) for p in dense[:5]}) / len(gold))
             progress.advance(task, 1)
     retriever.close()
+    query_cosine = _query_cosine(settings, corpus.embedding_model, retriever.embedder, [q.question for q in questions])
     out: dict[str, Any] = {
         "dataset": dataset.name,
         "corpus": name,
@@ -254,6 +306,8 @@ def run_retrieval_bench(
     out["dense_fallback_rate"] = round(fallbacks / max(len(questions), 1), 4)
     # the PPR tolerance in use, and how often it leaves the ranking of an exact solve unchanged
     out["ppr_tol"] = retriever.params.ppr_tol
+    out["query_embedding"] = getattr(retriever.embedder, "backend", "?")
+    out.update(query_cosine)
     out[f"ppr_exact_top{kmax}_agreement"] = round(exact_same / max(len(questions), 1), 4)
     cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
     out.update(
@@ -304,6 +358,24 @@ def run_retrieval_bench(
 
 
 EXACT_PPR_TOL = 1e-12
+
+
+def _query_cosine(settings: Settings, model: str, encoder: Any, texts: list[str]) -> dict[str, float]:
+    """With int8 question embeddings: their cosine to the float32 model's over ``texts`` (min,
+    1st percentile, mean), each text encoded alone as a question is (dynamic quantization scales
+    a batch's activations together, so a batch of questions would measure something else);
+    nothing when questions are embedded in float32."""
+    if not getattr(encoder, "quantized", False) or not texts:
+        return {}
+    from livingrag.models.embedder import embedder_from_settings
+
+    exact = embedder_from_settings(settings.models, model).encode(texts)
+    cos = np.array([float(np.dot(encoder.encode([t])[0], e)) for t, e in zip(texts, exact, strict=True)])
+    return {
+        "query_cosine_to_float32_min": round(float(cos.min()), 4),
+        "query_cosine_to_float32_p1": round(float(np.percentile(cos, 1)), 4),
+        "query_cosine_to_float32_mean": round(float(cos.mean()), 4),
+    }
 
 
 def _same_as_exact(graph: Any, res: Any, exact: Any, k: int) -> bool:

@@ -103,7 +103,7 @@ class Retriever:
             llm_factory=llm_factory(settings),
             concurrency=settings.llm.concurrency,
         )
-        embedder = embedder_from_settings(settings.models, corpus.embedding_model)
+        embedder = embedder_from_settings(settings.models, corpus.embedding_model, queries=True)
         params = resolve_params(settings.retrieval, **overrides)  # type: ignore[arg-type]
         return cls(db, tenant_id, corpus, extractor=extractor, embedder=embedder, params=params)
 
