@@ -113,6 +113,9 @@ def test_int8_question_vectors_stay_close_to_the_float_ones(onnx_embedder: OnnxE
     for q in questions:  # one question at a time, as they are asked
         cos = float(np.dot(q8.encode([q])[0], onnx_embedder.encode([q])[0]))
         assert 0.99 <= cos < 1.0
+    # a text's int8 vector does not depend on the texts encoded with it
+    together = q8.encode(questions)
+    np.testing.assert_array_equal(together, np.stack([q8.encode([q])[0] for q in questions]))
     # settings: queries get int8 unless told float32; passages are always float32
     m = ModelSettings(embedding_backend="onnx", onnx_cache_dir=onnx_cache)
     assert embedder_from_settings(m, queries=True).backend == "onnx-int8"

@@ -269,7 +269,10 @@ class OnnxEmbedder:
         on 1,264 passages: 64 texts a batch peaked at 1.9 GB, 2,048 tokens at 0.44 GB, as fast."""
         encs = self.tokenizer.encode_batch(list(texts))
         order = np.argsort([-len(e.ids) for e in encs], kind="stable")
-        most = batch_size or self.batch_size
+        # int8: one text per pass. Dynamic quantization scales a batch's activations together, so a
+        # text's vector would depend on the texts beside it (a question's on whether its template
+        # came along: cosine 0.994 to itself alone); questions come one or two at a time anyway.
+        most = 1 if self.quantized else batch_size or self.batch_size
         out: list[tuple[np.ndarray, list[Any]]] = []
         i = 0
         while i < len(order):
