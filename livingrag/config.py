@@ -53,6 +53,26 @@ class DBSettings(_Group):
     )
     data_dir: Path = Field(default_factory=default_data_dir, description="Embedded server and cache folder.")
     app_role: str = Field(default="livingrag_app", description="Role that application sessions run as.")
+    shared_buffers_mb: int | None = Field(
+        default=None,
+        ge=16,
+        le=1_048_576,
+        description="Embedded server's shared_buffers in MB (None: a quarter of the memory, 128 MB to 16 GB). "
+        "Takes effect at the server's next start; `livingrag db status` shows it.",
+    )
+    effective_cache_size_mb: int | None = Field(
+        default=None,
+        ge=16,
+        le=16_777_216,
+        description="Embedded server's effective_cache_size in MB (None: 3/4 of the memory).",
+    )
+    maintenance_work_mem_mb: int | None = Field(
+        default=None,
+        ge=1,
+        le=2_097_151,
+        description="Embedded server's maintenance_work_mem in MB, for index builds "
+        "(None: 1/16 of the memory, 64 MB to 2 GB).",
+    )
     pool_size: int = Field(default=5, ge=1, le=200, description="Application connections kept open.")
     max_overflow: int = Field(default=10, ge=0, le=500, description="Extra connections allowed under load.")
     statement_timeout_ms: int = Field(default=30_000, ge=0, description="Per-statement timeout (0: none).")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from livingrag.cli.common import console, examples, open_database, print_json
@@ -41,10 +43,14 @@ def downgrade(
 def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     from livingrag.config import mask_url
     from livingrag.db import migrate
+    from livingrag.db.embedded import memory_plan_for
+    from livingrag.db.repositories.server_settings import memory_settings_mb
 
     with open_database(check_schema=False) as db:
         st = migrate.status(db)
-        info = {
+        with db.owner_engine.connect() as conn:
+            running = memory_settings_mb(conn)
+        info: dict[str, Any] = {
             "server": "embedded" if db.embedded else "external",
             "url": mask_url(db.owner_url),
             "data_dir": str(db.settings.data_dir) if db.embedded else None,
@@ -52,10 +58,38 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "head": st.head,
             "up_to_date": st.up_to_date,
         }
+        plan = memory_plan_for(db.settings) if db.embedded else None
+    memory: dict[str, Any] = {}
+    for (name, mb), auto in zip(
+        (plan.conf() if plan else {k: None for k in running}).items(), plan.auto if plan else (None,) * 3, strict=True
+    ):
+        memory[name] = {
+            "running_mb": running.get(name),
+            "configured_mb": int(mb.removesuffix("MB")) if mb else None,
+            "auto": auto,
+        }
+    info["memory"] = memory
+    info["memory_basis_mb"] = plan.memory_mb if plan else None
+    pending = [k for k, v in memory.items() if v["configured_mb"] is not None and v["configured_mb"] != v["running_mb"]]
+    info["memory_restart_needed"] = bool(pending)
     if as_json:
         print_json(info)
         return
     for k, v in info.items():
-        console.print(f"{k:>11}: {v}")
+        if k == "memory":
+            for name, m in v.items():
+                how = (
+                    ""
+                    if m["configured_mb"] is None
+                    else (f" (configured {m['configured_mb']} MB, {'auto' if m['auto'] else 'set'})")
+                )
+                console.print(f"{name:>20}: {m['running_mb']} MB{how}")
+        elif k != "memory_restart_needed":
+            console.print(f"{k:>20}: {v}")
     if not st.up_to_date:
         console.print("[yellow]schema is not current: run `livingrag db upgrade`[/yellow]")
+    if pending:
+        console.print(
+            f"[yellow]{', '.join(pending)}: configured values take effect when the embedded server restarts "
+            "(when no process uses it)[/yellow]"
+        )

