@@ -54,10 +54,14 @@ differ = np.array([not (answers[i] & answers[j]) for i, j in zip(*iu, strict=Tru
 distinct = sims[iu][differ]
 same_key = sum(question_key(t) == question_key(v) for t, v in zip(texts, variants, strict=True))
 print(f"dataset {args.dataset}: {len(qs)} questions, model {settings.models.embedding_model}, seed {args.seed}")
-print(f"repeats (case/punctuation variants): cosine min {rep.min():.4f}, 1st percentile {np.percentile(rep, 1):.4f}, "
-      f"median {np.median(rep):.4f}; text key equal for {same_key} of {len(qs)}")
+print(
+    f"repeats (case/punctuation variants): cosine min {rep.min():.4f}, 1st percentile {np.percentile(rep, 1):.4f}, "
+    f"median {np.median(rep):.4f}; text key equal for {same_key} of {len(qs)}"
+)
 print(f"distinct questions with different gold answers: {len(distinct)} pairs, cosine max {distinct.max():.4f}")
 for t in (0.90, 0.95, 0.97, 0.98, 0.99):
     caught = float(np.mean(rep >= t))
-    print(f"  threshold {t:.2f}: catches {100 * caught:5.1f} % of repeats, admits {int(np.sum(distinct >= t))} "
-          f"pairs of distinct questions with different answers")
+    print(
+        f"  threshold {t:.2f}: catches {100 * caught:5.1f} % of repeats, admits {int(np.sum(distinct >= t))} "
+        f"pairs of distinct questions with different answers"
+    )

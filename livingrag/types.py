@@ -82,3 +82,29 @@ class RetrievalResult:
     entity_tiers: dict[int, int]
     dense_fallback: bool
     timings: dict[str, float] = field(default_factory=dict)
+
+
+MAX_HNSW_DIM = 4000
+"""pgvector's largest dimension for an HNSW index over halfvec."""
+
+
+@dataclass(frozen=True)
+class ScopeSize:
+    """A (tenant, corpus) pair, its embedding dimension and how many experiences it holds."""
+
+    tenant_id: int
+    corpus_id: int
+    dim: int
+    experiences: int
+
+
+@dataclass(frozen=True)
+class ScopeIndex:
+    """An existing scope index; ``valid`` is false for one whose build was interrupted."""
+
+    name: str
+    tenant_id: int
+    corpus_id: int
+    dim: int
+    valid: bool
+    size_bytes: int

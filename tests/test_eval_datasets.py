@@ -292,8 +292,8 @@ def test_shared_linearrag() -> None:
 def test_bench_retrieval_reads_any_folder_the_stream_reader_reads(tmp_path: Path) -> None:
     """`bench retrieval --dataset musique --data-dir <not a development folder>`: the evaluation
     reader's corpus and gold passages, as document keys, in the corpus `bench reuse` indexes."""
+    from livingrag.bench.retrieval import load_dataset as load_bench
     from livingrag.corpus.chunking import document_key
-    from livingrag.retrieval.bench import load_dataset as load_bench
 
     bench = load_bench("musique", FIX / "musique")
     stream = load_dataset("musique", FIX / "musique")

@@ -704,8 +704,8 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
 
 
 def test_bench_pipeline_on_a_tiny_dataset(db: Database, tmp_path: Any) -> None:
-    from livingrag.pipeline.bench import format_report, run_pipeline_bench
-    from livingrag.retrieval.bench import BenchDataset, BenchQuestion
+    from livingrag.bench.pipeline import format_report, run_pipeline_bench
+    from livingrag.bench.retrieval import BenchDataset, BenchQuestion
     from tests.corpus_support import QUESTIONS
 
     docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]

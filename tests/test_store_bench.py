@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, text
 
+from livingrag.bench.store import BenchConfig, format_report, run_store_bench
 from livingrag.config import get_settings
 from livingrag.errors import InvalidInput, NotFound
-from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
 from tests.conftest import db_settings_for
 
 pytestmark = pytest.mark.db

@@ -165,10 +165,10 @@ def ensure_corpus(
 ) -> tuple[int, Any, dict[int, str]]:
     """Index the dataset's corpus as ``bench retrieval`` does (tenant and corpus created when missing,
     indexed once, re-runs skip what is there): tenant id, corpus, passage id -> dataset key."""
+    from livingrag.bench.retrieval import BenchDataset, ensure_bench_corpus, stream_corpus_name
     from livingrag.corpus.chunking import document_key
     from livingrag.corpus.ingest import Document
     from livingrag.db.repositories import corpus_graph
-    from livingrag.retrieval.bench import BenchDataset, ensure_bench_corpus, stream_corpus_name
 
     docs = [Document(title=d.title, text=d.text) for d in dataset.corpus]
     bench = BenchDataset(dataset.name, docs, [], corpus=stream_corpus_name(dataset))

@@ -151,7 +151,7 @@ def store(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    from livingrag.experience.bench import BenchConfig, format_report, run_store_bench
+    from livingrag.bench.store import BenchConfig, format_report, run_store_bench
 
     cfg = BenchConfig(
         experiences=experiences,
@@ -199,11 +199,11 @@ def pipeline(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
+    from livingrag.bench.pipeline import format_report, run_pipeline_bench
+    from livingrag.bench.retrieval import load_dataset
     from livingrag.cli.common import err_console, open_database
     from livingrag.corpus.progress import NullProgress, RichProgress
     from livingrag.errors import InvalidInput
-    from livingrag.pipeline.bench import format_report, run_pipeline_bench
-    from livingrag.retrieval.bench import load_dataset
 
     if llm not in ("loopback", "configured"):
         raise InvalidInput(f"unknown --llm {llm!r}; use loopback or configured")

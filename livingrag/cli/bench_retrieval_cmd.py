@@ -33,8 +33,8 @@ def retrieval(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
+    from livingrag.bench.retrieval import load_dataset, run_retrieval_bench
     from livingrag.corpus.progress import NullProgress, RichProgress
-    from livingrag.retrieval.bench import load_dataset, run_retrieval_bench
 
     settings = load_settings()
     data = load_dataset(dataset, data_dir)

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from livingrag.db.repositories.experiences import MAX_HNSW_DIM
-from livingrag.db.repositories.scope_indexes import ScopeIndex, ScopeSize
+from livingrag.types import MAX_HNSW_DIM, ScopeIndex, ScopeSize
 
 
 @dataclass(frozen=True)

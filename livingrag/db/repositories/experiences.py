@@ -41,11 +41,11 @@ from sqlalchemy.orm import Session
 from livingrag.db.engine import local_settings_statement
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience.similarity import concat_sparse
+from livingrag.types import MAX_HNSW_DIM
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
-MAX_HNSW_DIM = 4000  # pgvector's HNSW limit for halfvec
 LOCK_NAMESPACE = 0x4C52  # "LR": first key of pg_advisory_xact_lock(int, int) for write-back scopes
 _ACTIVE = "NOT {a}stale AND ({a}expires_at IS NULL OR {a}expires_at > :now)"
 

@@ -20,40 +20,17 @@ planner ignores; :func:`list_scope_indexes` reports it so that it can be rebuilt
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from livingrag.db.models import SCOPE_INDEX_PREFIX
-from livingrag.db.repositories.experiences import MAX_HNSW_DIM
 from livingrag.errors import InvalidInput
+from livingrag.types import MAX_HNSW_DIM, ScopeIndex, ScopeSize
 
 PREFIX = SCOPE_INDEX_PREFIX
 _NAME = re.compile(rf"^{PREFIX}(\d+)_(\d+)_(\d+)$")
-
-
-@dataclass(frozen=True)
-class ScopeSize:
-    """A (tenant, corpus) pair, its embedding dimension and how many experiences it holds."""
-
-    tenant_id: int
-    corpus_id: int
-    dim: int
-    experiences: int
-
-
-@dataclass(frozen=True)
-class ScopeIndex:
-    """An existing scope index; ``valid`` is false for one whose build was interrupted."""
-
-    name: str
-    tenant_id: int
-    corpus_id: int
-    dim: int
-    valid: bool
-    size_bytes: int
 
 
 def _positive(value: int, what: str) -> int:

@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from livingrag.retrieval.bench import BenchDataset, _pct, bench_settings, ensure_bench_corpus, peak_rss_mb
+from livingrag.bench.retrieval import BenchDataset, bench_settings, ensure_bench_corpus, peak_rss_mb
+from livingrag.bench.stats import percentile
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -141,22 +142,22 @@ def run_pipeline_bench(
         "llm": llm,
     }
     for k in STAGES:
-        out[f"{k}_ms_p50"] = _pct(lat[k], 50)
-        out[f"{k}_ms_p95"] = _pct(lat[k], 95)
+        out[f"{k}_ms_p50"] = percentile(lat[k], 50)
+        out[f"{k}_ms_p95"] = percentile(lat[k], 95)
     for k in ENCODE_STAGES:
-        out[f"encode_{k}_ms_p50"] = _pct(encode_lat[k], 50)
-        out[f"encode_{k}_ms_p95"] = _pct(encode_lat[k], 95)
+        out[f"encode_{k}_ms_p50"] = percentile(encode_lat[k], 50)
+        out[f"encode_{k}_ms_p95"] = percentile(encode_lat[k], 95)
     for k in MATCH_STAGES:
-        out[f"match_{k}_ms_p50"] = _pct(match_lat[k], 50)
-        out[f"match_{k}_ms_p95"] = _pct(match_lat[k], 95)
+        out[f"match_{k}_ms_p50"] = percentile(match_lat[k], 50)
+        out[f"match_{k}_ms_p95"] = percentile(match_lat[k], 95)
     # CPU time of this process (all threads) per answer: what the wall time would be without other
     # processes competing for the cores; it includes the loopback server's and client's share of
     # the LLM call (a few ms) and excludes PostgreSQL's own CPU
-    out["cpu_ms_p50"] = _pct(cpu_ms, 50)
-    out["cpu_ms_p95"] = _pct(cpu_ms, 95)
+    out["cpu_ms_p50"] = percentile(cpu_ms, 50)
+    out["cpu_ms_p95"] = percentile(cpu_ms, 95)
     out["overhead_ms_mean"] = round(sum(lat["overhead"]) / n, 3) if n else 0.0
-    out["writeback_wait_ms_p50"] = _pct(writeback_ms, 50)
-    out["writeback_wait_ms_p95"] = _pct(writeback_ms, 95)
+    out["writeback_wait_ms_p50"] = percentile(writeback_ms, 50)
+    out["writeback_wait_ms_p95"] = percentile(writeback_ms, 95)
     out["target_overhead_p50_ms"] = TARGET_OVERHEAD_P50_MS
     out["target_met"] = bool(n) and out["overhead_ms_p50"] <= TARGET_OVERHEAD_P50_MS
     out["questions_with_match_candidates"] = candidates

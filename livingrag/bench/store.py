@@ -35,10 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from livingrag.bench.stats import percentile
 from livingrag.config import DBSettings, Settings
 from livingrag.errors import InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
+NAN = float("nan")  # a figure with no sample
 
 DIM = 384
 MAP_SIZE = 30
@@ -202,10 +204,6 @@ def entity_rows_binary(first_id: int, tenant_id: int, corpus_id: int, ents: np.n
     rows["c"] = corpus_id
     rows["w"] = (w / np.linalg.norm(w, axis=1, keepdims=True)).reshape(-1)
     return _COPY_HEADER + rows.tobytes() + _COPY_TRAILER
-
-
-def _pct(xs: list[float], q: float) -> float:
-    return round(float(np.percentile(np.asarray(xs), q)), 3) if xs else float("nan")
 
 
 def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -605,14 +603,14 @@ def _match_loop(
         "k": k,
         "candidates_m": settings.experience.candidates_m,
         "candidates_mean": round(float(np.mean(cands)), 1),
-        "match_ms_p50": _pct(total, 50),
-        "match_ms_p95": _pct(total, 95),
+        "match_ms_p50": percentile(total, 50, empty=NAN),
+        "match_ms_p95": percentile(total, 95, empty=NAN),
         "match_client_cpu_ms": round(client_cpu_ms, 3),
         "match_server_cpu_ms": round(server_cpu_ms, 3) if server_cpu_ms is not None else None,
-        "preselect_ms_p50": _pct(pre, 50),
-        "preselect_ms_p95": _pct(pre, 95),
-        "rescore_ms_p50": _pct(res, 50),
-        "rescore_ms_p95": _pct(res, 95),
+        "preselect_ms_p50": percentile(pre, 50, empty=NAN),
+        "preselect_ms_p95": percentile(pre, 95, empty=NAN),
+        "rescore_ms_p50": percentile(res, 50, empty=NAN),
+        "rescore_ms_p95": percentile(res, 95, empty=NAN),
         "topk_agreement": round(float(np.mean(agree)), 4),
     }
 
@@ -726,9 +724,9 @@ def _measure_writes(
         "writes": len(decisions),
         "writes_stored": stored,
         "writes_per_s": round(stored / wall, 1) if wall > 0 else float("nan"),
-        "write_ms_p50": _pct(latencies, 50),
-        "write_ms_p95": _pct(latencies, 95),
-        "write_stage_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
+        "write_ms_p50": percentile(latencies, 50, empty=NAN),
+        "write_ms_p95": percentile(latencies, 95, empty=NAN),
+        "write_stage_ms_p50": {k: percentile(v, 50, empty=NAN) for k, v in stages.items()},
         "race_stored": max(b["stored"] for b in bursts) if bursts else None,
         "race_bursts": bursts,
     }

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from livingrag.bench.stats import percentile
 from livingrag.corpus.chunking import document_key
 from livingrag.corpus.ingest import Document, read_json
 from livingrag.errors import InvalidInput
@@ -173,10 +174,6 @@ def _from_stream_reader(name: str, path: Path) -> BenchDataset:
     return BenchDataset(name, docs, questions, corpus=stream_corpus_name(ds))
 
 
-def _pct(values: list[float], q: float) -> float:
-    return round(float(np.percentile(values, q)), 3) if values else 0.0
-
-
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (MB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -312,26 +309,26 @@ def run_retrieval_bench(
     cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
     out.update(
         {
-            "graph_ms_p50": _pct(lat["graph"], 50),
-            "graph_ms_p95": _pct(lat["graph"], 95),
-            "retrieval_ms_p50": _pct(lat["retrieval"], 50),
-            "retrieval_ms_p95": _pct(lat["retrieval"], 95),
-            "encode_ms_p50": _pct(lat["encode"], 50),
-            "encode_ms_p95": _pct(lat["encode"], 95),
-            "ner_ms_p50": _pct(lat["ner"], 50),
-            "embed_ms_p50": _pct(lat["embed"], 50),
-            "mention_embed_ms_p50": _pct(lat["mention_embed"], 50),
-            "dense_ms_p50": _pct(lat["dense"], 50),
-            "link_ms_p50": _pct(lat["link"], 50),
-            "propagation_ms_p50": _pct(lat["propagation"], 50),
-            "passage_scoring_ms_p50": _pct(lat["passage_scoring"], 50),
-            "ppr_ms_p50": _pct(lat["ppr"], 50),
+            "graph_ms_p50": percentile(lat["graph"], 50),
+            "graph_ms_p95": percentile(lat["graph"], 95),
+            "retrieval_ms_p50": percentile(lat["retrieval"], 50),
+            "retrieval_ms_p95": percentile(lat["retrieval"], 95),
+            "encode_ms_p50": percentile(lat["encode"], 50),
+            "encode_ms_p95": percentile(lat["encode"], 95),
+            "ner_ms_p50": percentile(lat["ner"], 50),
+            "embed_ms_p50": percentile(lat["embed"], 50),
+            "mention_embed_ms_p50": percentile(lat["mention_embed"], 50),
+            "dense_ms_p50": percentile(lat["dense"], 50),
+            "link_ms_p50": percentile(lat["link"], 50),
+            "propagation_ms_p50": percentile(lat["propagation"], 50),
+            "passage_scoring_ms_p50": percentile(lat["passage_scoring"], 50),
+            "ppr_ms_p50": percentile(lat["ppr"], 50),
             # CPU time (this process, all threads) per question: what the wall times would be
             # without other processes competing for the cores, for the parts that run serially
-            "cpu_retrieval_ms_p50": _pct(cpu["retrieval"], 50),
-            "cpu_encode_ms_p50": _pct(cpu["encode"], 50),
-            "cpu_graph_ms_p50": _pct(cpu_graph, 50),
-            "cpu_graph_ms_p95": _pct(cpu_graph, 95),
+            "cpu_retrieval_ms_p50": percentile(cpu["retrieval"], 50),
+            "cpu_encode_ms_p50": percentile(cpu["encode"], 50),
+            "cpu_graph_ms_p50": percentile(cpu_graph, 50),
+            "cpu_graph_ms_p95": percentile(cpu_graph, 95),
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
     )
