@@ -9,8 +9,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends g++ make cmake 
 RUN pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md alembic.ini ./
 COPY livingrag ./livingrag
-COPY migrations ./migrations
-RUN pip install -e .
+RUN pip install .
 RUN useradd --create-home livingrag
 USER livingrag
 EXPOSE 8000

@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 VENV="${LIVINGRAG_VENV:-.venv}"
-"$VENV/bin/ruff" check livingrag tests migrations scripts
-"$VENV/bin/ruff" format --check livingrag tests migrations scripts
+"$VENV/bin/ruff" check livingrag tests scripts
+"$VENV/bin/ruff" format --check livingrag tests scripts
 exec "$VENV/bin/python" -m pytest "$@"

@@ -18,8 +18,7 @@ from livingrag.errors import SchemaOutOfDate
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
-ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = ROOT / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"  # shipped in the package (wheel or editable)
 # Serialises migrations of one database; Postgres advisory lock across processes.
 _MIGRATION_LOCK_KEY = 0x4C5247  # "LRG"
 _local_lock = threading.Lock()
@@ -28,8 +27,10 @@ _local_lock = threading.Lock()
 def alembic_config(connection: Connection | None = None, *, app_role: str = "livingrag_app") -> Config:
     if not MIGRATIONS_DIR.is_dir():
         raise FileNotFoundError(f"migrations folder not found at {MIGRATIONS_DIR}")
-    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg = Config()  # no alembic.ini needed: an installed wheel has none
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("file_template", "%%(rev)s_%%(slug)s")
     cfg.attributes["app_role"] = app_role
     if connection is not None:
         cfg.attributes["connection"] = connection

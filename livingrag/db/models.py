@@ -1,4 +1,4 @@
-"""SQLAlchemy tables. The schema itself is created only by the alembic migrations in ``migrations/``.
+"""SQLAlchemy tables. The schema itself is created only by the alembic migrations in ``livingrag/db/migrations/``.
 
 Every tenant-owned table carries ``tenant_id`` and is protected by row-level security keyed on the
 session setting ``livingrag.tenant_id`` (see :mod:`livingrag.db.tenancy`).
