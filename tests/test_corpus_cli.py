@@ -37,7 +37,12 @@ def test_corpus_lifecycle(cli_env: str, tmp_path: Path) -> None:
     data = tmp_path / "corpus.json"
     data.write_text(json.dumps(CORPUS))
     created = json.loads(_ok(["corpus", "create", "wiki", "--json"]))
-    assert created["name"] == "wiki"
+    assert created["name"] == "wiki" and created["retrieval_preset"] == "2wikimultihopqa"
+    mq = json.loads(_ok(["corpus", "create", "mq", "--preset", "musique", "--json"]))
+    assert mq["retrieval_preset"] == "musique"
+    bad = runner.invoke(app, ["corpus", "create", "other", "--preset", "wixqa"])
+    assert bad.exit_code != 0 and "unknown retrieval preset 'wixqa'" in str(bad.exception)
+    assert "other" not in {c["name"] for c in json.loads(_ok(["corpus", "list", "--json"]))}
 
     report = json.loads(_ok(["index", "--corpus", "wiki", str(data), "--json", "--quiet"]))
     assert report["indexed"] == len(CORPUS) and report["skipped_existing"] == 0

@@ -138,3 +138,36 @@ def test_ranking_does_not_depend_on_corpus_order(db: Database) -> None:
         r.close()
         results.append(out)
     assert results[0] == results[1]
+
+
+def test_a_corpus_is_searched_with_the_preset_it_recorded(db: Database) -> None:
+    from livingrag.config import RetrievalSettings, Settings
+    from livingrag.errors import InvalidInput, NotFound
+    from livingrag.retrieval.presets import preset_for
+
+    # the rule: an explicitly set preset wins, else the corpus's, else the default
+    assert preset_for(RetrievalSettings(), "musique") == "musique"
+    assert preset_for(RetrievalSettings(preset="hotpotqa"), "musique") == "hotpotqa"
+    assert preset_for(RetrievalSettings(), None) == "2wikimultihopqa"
+    tenant, _ = service.ensure_tenant(db, f"preset-{uuid.uuid4().hex[:8]}")
+    plain = Settings()
+    corpus = service.create_corpus(db, tenant, "mq", plain, preset="musique")
+    assert corpus.settings["retrieval_preset"] == "musique"
+    r = Retriever.from_settings(db, tenant, corpus, plain)  # default settings: the corpus's preset
+    assert (r.params.max_iterations, r.params.passage_ratio, r.params.delta, r.params.top_k_sentence) == (
+        5,
+        2.0,
+        0.1,
+        4,
+    )
+    r.close()
+    told = Settings(retrieval={"preset": "2wikimultihopqa"})
+    r = Retriever.from_settings(db, tenant, corpus, told)
+    assert r.params.max_iterations == 3 and r.params.top_k_sentence == 1
+    r.close()
+    # without --preset a corpus records the settings' preset; an unknown one is refused, nothing created
+    assert service.create_corpus(db, tenant, "wk", plain).settings["retrieval_preset"] == "2wikimultihopqa"
+    with pytest.raises(InvalidInput, match="unknown retrieval preset 'wixqa'"):
+        service.create_corpus(db, tenant, "bad", plain, preset="wixqa")
+    with pytest.raises(NotFound):
+        service.get_corpus(db, tenant, "bad")

@@ -204,7 +204,9 @@ def ensure_bench_corpus(
     try:
         corpus = service.get_corpus(db, tenant_id, name)
     except NotFound:
-        corpus = service.create_corpus(db, tenant_id, name, settings)
+        corpus = service.create_corpus(
+            db, tenant_id, name, settings, preset=bench_settings(settings, dataset).retrieval.preset
+        )
     indexer = service.indexer(db, tenant_id, corpus, settings, progress=progress)
     report = indexer.index_documents(docs)
     first_index = _remember_first_index(settings, name, report.as_dict())

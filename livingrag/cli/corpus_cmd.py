@@ -36,6 +36,12 @@ passage_app = typer.Typer(
 def create(
     name: str = typer.Argument(..., help="Corpus name (unique within the tenant)."),
     tenant: str = tenant_option(),
+    preset: str | None = typer.Option(
+        None,
+        "--preset",
+        help="Retrieval preset the corpus is searched with (2wikimultihopqa, hotpotqa, musique, custom; "
+        "default: retrieval.preset). An explicitly set LIVINGRAG_RETRIEVAL__PRESET still wins at query time.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     from livingrag.corpus import service
@@ -43,13 +49,21 @@ def create(
     settings = load_settings()
     with open_database(settings) as db:
         tid = resolve_tenant(db, tenant)
-        info = service.create_corpus(db, tid, name, settings)
+        info = service.create_corpus(db, tid, name, settings, preset=preset)
     if as_json:
-        print_json({"id": info.id, "name": info.name, "tenant": tenant, "embedding_model": info.embedding_model})
+        print_json(
+            {
+                "id": info.id,
+                "name": info.name,
+                "tenant": tenant,
+                "embedding_model": info.embedding_model,
+                "retrieval_preset": info.settings.get("retrieval_preset"),
+            }
+        )
         return
     console.print(
         f"created corpus [bold]{info.name}[/bold] (id {info.id}, {info.embedding_model} {info.embedding_dim}-d, "
-        f"extractor {info.extractor})"
+        f"extractor {info.extractor}, retrieval preset {info.settings.get('retrieval_preset')})"
     )
 
 

@@ -61,9 +61,17 @@ def embedding_dim(settings: Settings) -> int:
     return embedder_from_settings(m).dim
 
 
-def create_corpus(db: Database, tenant_id: int, name: str, settings: Settings) -> CorpusInfo:
-    """A new corpus recording the embedding model, its dimension and the extractor of ``settings``."""
+def create_corpus(
+    db: Database, tenant_id: int, name: str, settings: Settings, *, preset: str | None = None
+) -> CorpusInfo:
+    """A new corpus recording the embedding model, its dimension and the extractor of ``settings``,
+    and the retrieval preset it is to be searched with (``preset``, else ``retrieval.preset``):
+    :func:`livingrag.retrieval.presets.preset_for` uses it unless the settings name another one."""
+    from livingrag.retrieval.presets import preset_params
+
     m = settings.models
+    preset = preset or settings.retrieval.preset
+    preset_params(preset)  # an unknown name is an InvalidInput naming the known ones
     dim = embedding_dim(settings)
     with db.tenant_session(tenant_id) as s:
         return corpora.create_corpus(
@@ -79,6 +87,7 @@ def create_corpus(db: Database, tenant_id: int, name: str, settings: Settings) -
                 "chunk_overlap": m.chunk_overlap,
                 "title_entities": m.title_entities,
                 "sentence_embeddings": m.sentence_embeddings,
+                "retrieval_preset": preset,
             },
         )
 

@@ -91,10 +91,11 @@ class Retriever:
     def from_settings(
         cls, db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settings, **overrides: object
     ) -> Retriever:
-        """A retriever with the corpus's models and the settings' retrieval parameters."""
+        """A retriever with the corpus's models and the settings' retrieval parameters, from the
+        preset the corpus recorded unless ``retrieval.preset`` is set explicitly."""
         from livingrag.corpus.ner import llm_factory, make_extractor
         from livingrag.models.embedder import embedder_from_settings
-        from livingrag.retrieval.presets import resolve_params
+        from livingrag.retrieval.presets import preset_for, resolve_params
 
         extractor = make_extractor(
             corpus.extractor,
@@ -104,7 +105,9 @@ class Retriever:
             concurrency=settings.llm.concurrency,
         )
         embedder = embedder_from_settings(settings.models, corpus.embedding_model, queries=True)
-        params = resolve_params(settings.retrieval, **overrides)  # type: ignore[arg-type]
+        preset = preset_for(settings.retrieval, corpus.settings.get("retrieval_preset"))
+        retrieval = settings.retrieval.model_copy(update={"preset": preset})
+        params = resolve_params(retrieval, **overrides)  # type: ignore[arg-type]
         return cls(db, tenant_id, corpus, extractor=extractor, embedder=embedder, params=params)
 
     def close(self) -> None:
