@@ -343,6 +343,9 @@ def run_retrieval_bench(
         out["first_index_seconds"] = first_index.get("phases", {}).get("total")
         out["first_index_phases"] = first_index.get("phases")
         out["first_index_cpu_seconds"] = first_index.get("cpu")
+    first = report.as_dict() if report.indexed else first_index
+    if first:
+        out.update(indexing_floor(first))
     out["graph_load_seconds"] = round(graph_load_s, 2)
     out["peak_rss_mb"] = peak_rss_mb()
     out["shuffle_seed"] = shuffle_seed
@@ -357,6 +360,27 @@ def run_retrieval_bench(
 
 
 EXACT_PPR_TOL = 1e-12
+
+
+def indexing_floor(report: dict[str, Any]) -> dict[str, Any]:
+    """An indexing report against the embedding model's own speed: the embed phase's tokens per
+    second beside the runtime's (tokens over the seconds inside ONNX Runtime, same batches), their
+    ratio (phase / model time; 1.0 = nothing but the model), and NER + embedding's share of the
+    wall time. Empty without model counts (the torch backend, or a report from before them)."""
+    model = report.get("model") or {}
+    phases = report.get("phases") or {}
+    if not model.get("seconds") or not phases.get("embed"):
+        return {}
+    tokens, model_s, embed_s = model["tokens"], model["seconds"], phases["embed"]
+    total = phases.get("total") or sum(v for k, v in phases.items() if k != "total")
+    return {
+        "index_embed_tokens": int(tokens),
+        "index_embed_padded_tokens": int(model.get("padded_tokens", 0)),
+        "index_embed_model_tokens_per_s": round(tokens / model_s, 1),
+        "index_embed_phase_tokens_per_s": round(tokens / embed_s, 1),
+        "index_embed_phase_over_model": round(embed_s / model_s, 3),
+        "index_ner_embed_share": round((phases.get("ner", 0.0) + embed_s) / total, 3) if total else None,
+    }
 
 
 def _query_cosine(settings: Settings, model: str, encoder: Any, texts: list[str]) -> dict[str, float]:

@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,6 +126,13 @@ class IndexReport:
     phases: dict[str, float] = field(default_factory=dict)
 
     cpu: dict[str, float] = field(default_factory=dict)
+    # the embedding model's forward passes in the embed phase (ONNX backend): real and padded
+    # tokens and the seconds inside the runtime, to compare the phase with the model's own speed
+    model: dict[str, float] = field(default_factory=dict)
+
+    def add_model_usage(self, usage: object) -> None:
+        for k in ("runs", "tokens", "padded_tokens", "seconds"):
+            self.model[k] = self.model.get(k, 0) + getattr(usage, k)
 
     def add_time(self, phase: str, seconds: float, cpu_seconds: float | None = None) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
@@ -145,6 +152,7 @@ class IndexReport:
         d = {k: v for k, v in vars(self).items() if k != "passage_ids"}
         d["phases"] = {k: round(v, 3) for k, v in self.phases.items()}
         d["cpu"] = {k: round(v, 3) for k, v in self.cpu.items()}
+        d["model"] = {k: round(v, 3) for k, v in self.model.items()}
         return d
 
 
@@ -335,9 +343,13 @@ class CorpusIndexer:
             with self.db.tenant_session(self.tenant_id) as s:
                 known = repo.existing_entity_keys(s, self.corpus.id, keys)
             new_keys = [k for k in keys if k not in known]
+        usage = getattr(self.embedder, "usage", None)
+        before = replace(usage) if usage is not None else None
         with report.timed("embed"):
             p_vecs, s_vecs = self._embed_passages(drafts, graphs, bars["embed"])
             k_vecs = dict(zip(new_keys, self._embed(new_keys), strict=True))
+        if usage is not None and before is not None:
+            report.add_model_usage(usage.since(before))
         with report.timed("write"), self.db.tenant_session(self.tenant_id) as s:
             repo.lock_corpus(s, self.corpus.id)
             present = repo.existing_hashes(s, self.corpus.id, [d.content_hash for d in drafts])

@@ -23,8 +23,10 @@ import logging
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,32 @@ def export_onnx(model_dir: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@dataclass
+class ModelUsage:
+    """What the model's forward passes took: real and padded tokens, and the seconds spent inside
+    ONNX Runtime (the floor an indexing phase is compared with: tokens / seconds)."""
+
+    runs: int = 0
+    tokens: int = 0
+    padded_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, tokens: int, padded: int, seconds: float) -> None:
+        self.runs += 1
+        self.tokens += tokens
+        self.padded_tokens += padded
+        self.seconds += seconds
+
+    def since(self, before: ModelUsage) -> ModelUsage:
+        """The usage added after ``before`` (a copy taken earlier)."""
+        return ModelUsage(
+            self.runs - before.runs,
+            self.tokens - before.tokens,
+            self.padded_tokens - before.padded_tokens,
+            self.seconds - before.seconds,
+        )
+
+
 def quantize_int8(source: Path, target: Path) -> None:
     """ONNX Runtime's dynamic int8 quantization of ``source`` into ``target``: weights int8 per
     output channel, activations quantized per call (written to a temporary name, then renamed).
@@ -216,6 +244,7 @@ class OnnxEmbedder:
             raise ModelUnavailable(f"could not prepare {name!r} for ONNX Runtime ({self.onnx_path}): {exc}") from exc
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self.usage = ModelUsage()
         self.dim = _pooled_dimension(self.model_dir)
 
     def _session(self, threads: int) -> Any:
@@ -251,9 +280,14 @@ class OnnxEmbedder:
         return out
 
     def _states(self, enc: dict[str, np.ndarray]) -> np.ndarray:
-        """Token states ``(n, tokens, dim)`` of one batch."""
+        """Token states ``(n, tokens, dim)`` of one batch (its run counted in :attr:`usage`)."""
         session = self._session(requested_threads())
-        return np.asarray(session.run(None, {k: enc[k] for k in _INPUTS})[0], dtype=np.float32)
+        t = time.perf_counter()
+        out = np.asarray(session.run(None, {k: enc[k] for k in _INPUTS})[0], dtype=np.float32)
+        seconds = time.perf_counter() - t
+        with self._lock:
+            self.usage.add(int(enc["attention_mask"].sum()), int(enc["attention_mask"].size), seconds)
+        return out
 
     @staticmethod
     def _pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
