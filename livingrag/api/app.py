@@ -12,12 +12,12 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from livingrag import __version__
-from livingrag.api import errors
+from livingrag.api import console, errors
 from livingrag.api.deps import Services
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
-from livingrag.api.routes import admin, ask, corpora, experiences, health, passages, tenants
+from livingrag.api.routes import admin, ask, corpora, experiences, graph, health, passages, store, tenants
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -31,7 +31,9 @@ DESCRIPTION = """Graph-RAG question answering with a writable experience store, 
 Authenticate with `Authorization: Bearer <key>`: a tenant's API key for corpora, passages,
 questions and experiences (each tenant sees only its own rows: PostgreSQL row-level security),
 the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`.
-Every error answers `{"error": {"code": ..., "message": ...}}`.
+With the admin key, `X-Livingrag-Tenant: <tenant id>` acts for that tenant on the tenant routes
+(the web console's operator sign-in). Every error answers `{"error": {"code": ..., "message": ...}}`.
+The web console is served under `/ui`.
 """
 
 
@@ -146,8 +148,9 @@ def create_app(
         ],
     )
     errors.install(app)
-    for module in (tenants, corpora, passages, ask, experiences, admin, health):
+    for module in (tenants, corpora, graph, passages, ask, experiences, store, admin, health):
         app.include_router(module.router)
+    console.install(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
     app.add_middleware(RequestId)  # outermost: every response, the 413 included, carries the id
     return app

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.errors import ApiError
@@ -60,11 +60,46 @@ def _is_admin(svc: Services, key: str) -> bool:
     return admin is not None and hmac.compare_digest(key.encode(), admin.get_secret_value().encode())
 
 
-def tenant_id(creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)) -> int:
-    """The calling tenant's id (401 for a missing or unknown key)."""
+ACT_FOR_TENANT_HEADER = "X-Livingrag-Tenant"
+
+
+def acting_tenant(svc: Services, key: str, header: str | None) -> int | None:
+    """The tenant an operator acts for: the id in ``X-Livingrag-Tenant``, honoured only together
+    with the admin key (the web console's operator sign-in). None when the header is absent; 403
+    when it comes with any other key; 422 for an id that is not a positive integer; 404 for an
+    unknown tenant. A tenant key never reaches another tenant through it."""
+    if header is None:
+        return None
+    if not _is_admin(svc, key):
+        raise ApiError(403, "forbidden", f"{ACT_FOR_TENANT_HEADER} is accepted only with the admin key")
+    value = header.strip()
+    if not value.isdigit() or int(value) <= 0:
+        raise ApiError(422, "invalid_input", f"{ACT_FOR_TENANT_HEADER} must be a tenant id (a positive integer)")
+    with svc.db.owner_session() as s:
+        return int(tenants.get_tenant(s, int(value)).id)  # NotFound answers 404
+
+
+def tenant_id(
+    creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    svc: Services = Depends(services),
+    act_for: str | None = Header(
+        None,
+        alias=ACT_FOR_TENANT_HEADER,
+        description="With the admin key only: the id of the tenant the operator acts for.",
+    ),
+) -> int:
+    """The calling tenant's id (401 for a missing or unknown key); the admin key acts for the tenant
+    named by ``X-Livingrag-Tenant`` (see :func:`acting_tenant`) and is refused (403) without it."""
     key = _key(creds)
+    acting = acting_tenant(svc, key, act_for)
+    if acting is not None:
+        return acting
     if _is_admin(svc, key):
-        raise ApiError(403, "forbidden", "the admin key manages tenants; use a tenant's API key here")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"the admin key manages tenants; use a tenant's API key here (or {ACT_FOR_TENANT_HEADER}: <tenant id>)",
+        )
     with svc.db.app_session() as s:
         tid = tenants.tenant_for_key(s, key)
     if tid is None:
