@@ -346,6 +346,7 @@ class WritebackOut(BaseModel):
     claims: list[ClaimOut] = Field(default_factory=list)
     tau_novel: float
     tau_gs: float
+    tau_nli: float = Field(description="A claim is supported when its g reaches this (eq. 16).")
     created_at: datetime | None = None
 
 

@@ -50,7 +50,12 @@ def writeback_decision(
         if mode is None:
             raise NotFound(f"no question with query log id {query_log_id}")
         row = insights.writeback_for_query(s, query_log_id)
-    base = {"query_log_id": query_log_id, "tau_novel": gates.tau_novel, "tau_gs": gates.tau_gs}
+    base = {
+        "query_log_id": query_log_id,
+        "tau_novel": gates.tau_novel,
+        "tau_gs": gates.tau_gs,
+        "tau_nli": gates.tau_nli,
+    }
     if row is None:
         writes_back = mode[0] == "living" and not mode[1]
         return WritebackOut(decision="pending" if writes_back else "none", **base)
