@@ -220,3 +220,18 @@ def test_the_console_is_served_with_a_strict_csp(client: TestClient) -> None:
     assert js.headers["x-content-type-options"] == "nosniff"
     assert client.get("/ui", follow_redirects=False).status_code in (307, 308)
     assert "content-security-policy" not in client.get("/health").headers
+
+
+def test_every_console_file_is_package_data() -> None:
+    """A non-editable install ships the console: each file under livingrag/api/ui matches a
+    ``[tool.setuptools.package-data]`` pattern."""
+    import tomllib
+    from pathlib import Path, PurePosixPath
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["livingrag"]
+    files = [p for p in (root / "livingrag" / "api" / "ui").rglob("*") if p.is_file()]
+    assert files
+    for f in files:
+        rel = PurePosixPath(f.relative_to(root / "livingrag").as_posix())
+        assert any(len(rel.parts) == len(PurePosixPath(p).parts) and rel.match(p) for p in patterns), rel

@@ -50,11 +50,14 @@ ANSWERS = {
 
 
 def _reply(messages: list[dict[str, Any]]) -> str:
+    """The answer to the question asked: the one of ``ANSWERS`` that comes last in the prompt
+    (earlier questions can appear before it, stated as findings)."""
     user = "".join(m.get("content") or "" for m in messages if m.get("role") == "user")
-    for question, (thought, answer) in ANSWERS.items():
-        if question in user:
-            return f"Thought: {thought}\nAnswer: {answer}"
-    return qa_reply(messages)
+    asked = max(ANSWERS, key=user.rfind)
+    if asked not in user:
+        return qa_reply(messages)
+    thought, answer = ANSWERS[asked]
+    return f"Thought: {thought}\nAnswer: {answer}"
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
