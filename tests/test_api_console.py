@@ -183,6 +183,9 @@ def test_entity_neighbourhood(client: TestClient, world: dict[str, Any]) -> None
     assert found and all("quell" in e["name"].lower() for e in found)
     n = client.get(f"/v1/corpora/{cid}/entities/{world['b_entity']}", headers=auth(b)).json()
     assert n["entity"]["id"] == world["b_entity"] and n["passages"]
+    assert n["entity"]["passages"] >= len(n["passages"]) >= 1
+    few = client.get(f"/v1/corpora/{cid}/entities/{world['b_entity']}", params={"limit": 1}, headers=auth(b)).json()
+    assert len(few["passages"]) == 1 and few["entity"]["passages"] == n["entity"]["passages"]
     assert n["linked"] and all(e["shared"] >= 1 and e["passage_ids"] for e in n["linked"])
     assert client.get(f"/v1/corpora/{cid}/entities/99999999", headers=auth(b)).status_code == 404
 

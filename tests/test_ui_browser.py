@@ -275,6 +275,7 @@ def test_filter_expire_and_prune_with_a_dry_run(tenant_page: Any, shots: Any) ->
     page.goto(base + f"#/experiences/{victim.lstrip('#')}")
     page.get_by_role("button", name="Expire now").click()
     page.locator("#exp-title").get_by_text("expired").wait_for()
+    page.get_by_role("alert").get_by_text(f"experience {victim} expired").wait_for()
     page.goto(base + "#/experiences")
     page.get_by_label("Status", exact=True).select_option("expired")
     page.get_by_role("button", name="Filter").click()

@@ -144,6 +144,8 @@ document.getElementById("switch-tenant").addEventListener("click", () => {
   session.signIn(key, "operator");
   route();
 });
+// a view asks to be drawn again (after a change), keeping the message it shows
+window.addEventListener("livingrag:refresh", () => route());
 window.addEventListener("hashchange", () => {
   clearMessages();
   route();

@@ -245,5 +245,9 @@ def entity_neighbourhood(session: Session, corpus_id: int, entity_id: int, *, li
         ),
         {"c": int(corpus_id), "e": int(entity_id), "p": [p["id"] for p in plist], "l": int(limit)},
     ).mappings()
-    n = len(plist)
-    return Neighbourhood(EntityRow(int(row[0]), row[1], row[2], n), plist, [dict(r) for r in linked])
+    mentioned_in = session.execute(
+        text("SELECT count(*) FROM passage_entities WHERE corpus_id = :c AND entity_id = :e"),
+        {"c": int(corpus_id), "e": int(entity_id)},
+    ).scalar_one()
+    entity = EntityRow(int(row[0]), row[1], row[2], int(mentioned_in))
+    return Neighbourhood(entity, plist, [dict(r) for r in linked])

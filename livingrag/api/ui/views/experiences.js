@@ -124,7 +124,7 @@ export async function experienceView(id) {
   const actions = h("div.buttons", {},
     h("button", { type: "button", disabled: st === "expired", onclick: async () => {
       const r = await attempt(() => post(`/v1/experiences/${id}/expire`));
-      if (r) { showInfo(`experience #${id} expired`); window.dispatchEvent(new HashChangeEvent("hashchange")); }
+      if (r) { window.dispatchEvent(new Event("livingrag:refresh")); showInfo(`experience #${id} expired`); }
     } }, "Expire now"),
     h("button.danger", { type: "button", onclick: async () => {
       if (!window.confirm(`Delete experience #${id}? This cannot be undone.`)) return;
