@@ -281,6 +281,12 @@ def test_filter_expire_and_prune_with_a_dry_run(tenant_page: Any, shots: Any) ->
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("table.experiences tbody tr")).to_have_count(1)
     assert page.locator("table.experiences tbody tr td").nth(2).inner_text() == "expired"
+    # an API error is shown with its status and message (422: an unreadable duration)
+    page.get_by_label("Unused for", exact=True).fill("soon")
+    page.get_by_role("button", name="Preview (dry run)").click()
+    page.get_by_role("alert").get_by_text("Invalid input (422)").wait_for()
+    assert "cannot read duration 'soon'" in page.get_by_role("alert").inner_text()
+    page.get_by_label("Unused for", exact=True).fill("")
     # prune: dry run first, then apply
     page.get_by_role("checkbox", name="expired experiences").check()
     page.get_by_role("button", name="Preview (dry run)").click()
@@ -314,6 +320,10 @@ def test_store_health_charts(tenant_page: Any, shots: Any) -> None:
 def test_corpus_passages_index_job_and_entity_graph(tenant_page: Any, live: dict[str, Any], shots: Any) -> None:
     page = tenant_page
     page.goto(page.url.split("#")[0] + f"#/corpus/{live['a_cid']}")
+    page.get_by_label("New corpus name", exact=True).fill("acme-wiki")  # taken: 409 with the API's message
+    page.get_by_role("button", name="Create corpus").click()
+    page.get_by_role("alert").get_by_text("Conflict (409)").wait_for()
+    assert "acme-wiki" in page.get_by_role("alert").inner_text()
     page.get_by_role("searchbox", name="Search passages").fill("Kiruna")
     page.get_by_role("button", name="Search", exact=True).click()
     expect(page.locator("table.passages-table tbody tr")).to_have_count(2)
