@@ -20,6 +20,17 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "install: creating $VENV with $PY"
   "$PY" -m venv "$VENV"
 fi
+# The web console's browser tests (tests/test_ui_browser.py) drive Debian's chromium through
+# playwright (a dev dependency); playwright never downloads a browser of its own.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install: chromium is missing (the browser tests need it); installing Debian's chromium with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+  else
+    echo "install: chromium is missing and cannot be installed here (not root, or no apt-get);" \
+      "the browser tests will be skipped until it is installed (apt-get install chromium)" >&2
+  fi
+fi
 stamp="$VENV/.livingrag-install"
 want="$(cat pyproject.toml scripts/install.sh livingrag/generation/providers/llama_build_flags.txt | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c 'import livingrag' 2>/dev/null \

@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 VENV="${LIVINGRAG_VENV:-.venv}"
+# As root with apt-get, install.sh has installed chromium for the browser tests
+# (tests/test_ui_browser.py): a missing browser there is a failure, not a skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  export LIVINGRAG_REQUIRE_BROWSER="${LIVINGRAG_REQUIRE_BROWSER:-1}"
+fi
 "$VENV/bin/ruff" check livingrag tests scripts
 "$VENV/bin/ruff" format --check livingrag tests scripts
 exec "$VENV/bin/python" -m pytest "$@"

@@ -12,12 +12,12 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from livingrag import __version__
-from livingrag.api import errors
+from livingrag.api import console, errors
 from livingrag.api.deps import Services
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
-from livingrag.api.routes import admin, ask, corpora, experiences, health, keys, passages, tenants
+from livingrag.api.routes import admin, ask, corpora, experiences, graph, health, keys, passages, store, tenants
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -33,7 +33,9 @@ questions and experiences (each tenant sees only its own rows: PostgreSQL row-le
 the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`. A tenant has
 several named keys, each with scopes: `read` (questions and every GET), `write` (corpora,
 passages, index jobs, deleting experiences), `admin` (the tenant's keys, `/v1/keys`).
-Every error answers `{"error": {"code": ..., "message": ...}}`.
+With the admin key, `X-Livingrag-Tenant: <tenant id>` acts for that tenant on the tenant routes
+(the web console's operator sign-in). Every error answers `{"error": {"code": ..., "message": ...}}`.
+The web console is served under `/ui`.
 """
 
 
@@ -150,9 +152,10 @@ def create_app(
         ],
     )
     errors.install(app)
-    for module in (tenants, keys, corpora, passages, ask, experiences, admin, health):
+    for module in (tenants, keys, corpora, graph, passages, ask, experiences, store, admin, health):
         app.include_router(module.router)
     app.include_router(keys.operator_router)
+    console.install(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_request_bytes)
     app.add_middleware(RequestId)  # outermost: every response, the 413 included, carries the id
     return app

@@ -5,7 +5,8 @@ through the ``livingrag_api_key_grant`` function from an application (RLS-bound)
 hashes are never readable by the app role and a revoked or expired key fails its next request.
 Each tenant route depends on :func:`require` with the scope it needs (``read``, ``write`` or
 ``admin``: :data:`~livingrag.db.repositories.api_keys.SCOPES`). The admin key
-(``api.admin_key``) manages tenants and runs maintenance; it is not a tenant key.
+(``api.admin_key``) manages tenants and runs maintenance; it is not a tenant key, but with
+``X-Livingrag-Tenant: <id>`` it acts for that tenant with every scope (the web console's operator).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.errors import ApiError
 from livingrag.api.jobs import JobRegistry
-from livingrag.db.repositories import api_keys
+from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
 
 if TYPE_CHECKING:
@@ -64,14 +65,47 @@ def _is_admin(svc: Services, key: str) -> bool:
     return admin is not None and hmac.compare_digest(key.encode(), admin.get_secret_value().encode())
 
 
+ACT_FOR_TENANT_HEADER = "X-Livingrag-Tenant"
+
+
+def acting_tenant(svc: Services, key: str, header: str | None) -> int | None:
+    """The tenant an operator acts for: the id in ``X-Livingrag-Tenant``, honoured only together
+    with the admin key (the web console's operator sign-in). None when the header is absent; 403
+    when it comes with any other key; 422 for an id that is not a positive integer; 404 for an
+    unknown tenant. A tenant key never reaches another tenant through it."""
+    if header is None:
+        return None
+    if not _is_admin(svc, key):
+        raise ApiError(403, "forbidden", f"{ACT_FOR_TENANT_HEADER} is accepted only with the admin key")
+    value = header.strip()
+    if not value.isdigit() or int(value) <= 0:
+        raise ApiError(422, "invalid_input", f"{ACT_FOR_TENANT_HEADER} must be a tenant id (a positive integer)")
+    with svc.db.owner_session() as s:
+        return int(tenants.get_tenant(s, int(value)).id)  # NotFound answers 404
+
+
 def key_grant(
-    creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)
+    creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    svc: Services = Depends(services),
+    act_for: str | None = Header(
+        None,
+        alias=ACT_FOR_TENANT_HEADER,
+        description="With the admin key only: the id of the tenant the operator acts for.",
+    ),
 ) -> KeyGrant:
     """What the caller's tenant key grants (401 for a missing, unknown, revoked or expired key;
-    403 for the admin key)."""
+    403 for the admin key). The admin key with ``X-Livingrag-Tenant`` acts for that tenant with
+    every scope (see :func:`acting_tenant`)."""
     key = _key(creds)
+    acting = acting_tenant(svc, key, act_for)
+    if acting is not None:
+        return KeyGrant(tenant_id=acting, key_id=None, scopes=frozenset(api_keys.SCOPES))
     if _is_admin(svc, key):
-        raise ApiError(403, "forbidden", "the admin key manages tenants; use a tenant's API key here")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"the admin key manages tenants; use a tenant's API key here (or {ACT_FOR_TENANT_HEADER}: <tenant id>)",
+        )
     with svc.db.app_session() as s:
         grant = api_keys.grant_for_key(s, key)
     if grant is None:

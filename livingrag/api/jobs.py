@@ -53,6 +53,39 @@ class Job:
     finished_at: datetime | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    progress: JobProgress | None = None
+
+
+class JobProgress:
+    """A :class:`~livingrag.corpus.progress.Progress` that keeps each stage's done/total counts for
+    the job's JSON (``GET /v1/index-jobs/{id}``: ``progress``), so a client can draw a bar."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stages: dict[str, list[int]] = {}
+
+    def add(self, description: str, total: int) -> str:
+        name = description.strip()
+        with self._lock:
+            done, old_total = self._stages.get(name, [0, 0])
+            self._stages[name] = [done, old_total + int(total)]
+        return name
+
+    def advance(self, task: Any, n: int = 1) -> None:
+        with self._lock:
+            if task in self._stages:
+                self._stages[task][0] += int(n)
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """Stage name -> ``{"done", "total"}``."""
+        with self._lock:
+            return {k: {"done": min(d, t), "total": t} for k, (d, t) in self._stages.items()}
+
+    def __enter__(self) -> JobProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 class JobRegistry:
@@ -65,13 +98,24 @@ class JobRegistry:
         self.max_pending = max_pending
         self.keep = keep
 
-    def submit(self, tenant_id: int, corpus_id: int, documents: int, work: Callable[[], dict[str, Any]]) -> Job:
-        """Queue ``work`` (returns the job's result) and return the queued job."""
+    def submit(
+        self,
+        tenant_id: int,
+        corpus_id: int,
+        documents: int,
+        work: Callable[[], dict[str, Any]],
+        *,
+        progress: JobProgress | None = None,
+    ) -> Job:
+        """Queue ``work`` (returns the job's result) and return the queued job; ``progress`` is what
+        ``work`` reports its stages to."""
         with self._lock:
             pending = sum(1 for j in self._jobs.values() if j.state in ("queued", "running"))
             if pending >= self.max_pending:
                 raise JobQueueFull(f"{pending} index jobs are pending (the limit is {self.max_pending}); retry later")
-            job = Job(id=uuid.uuid4().hex, tenant_id=tenant_id, corpus_id=corpus_id, documents=documents)
+            job = Job(
+                id=uuid.uuid4().hex, tenant_id=tenant_id, corpus_id=corpus_id, documents=documents, progress=progress
+            )
             self._jobs[job.id] = job
             self._trim()
         self._pool.submit(self._run, job, work)

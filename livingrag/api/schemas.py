@@ -183,6 +183,10 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     result: IndexResult | None
     error: str | None
+    progress: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Per indexing stage (entities, embeddings, written): {done, total} passages.",
+    )
 
 
 # ---------------------------------------------------------------- ask
@@ -207,6 +211,19 @@ class AskPassage(BaseModel):
     score: float
 
 
+class FusedExperience(BaseModel):
+    id: int
+    query: str
+    weight: float = Field(description="Fusion weight w_k (eq. 10).")
+    score: float = Field(description="Retrieval score s_k (eq. 7).")
+
+
+class ScaffoldUsed(BaseModel):
+    experience_id: int
+    score: float = Field(description="Scaffold score (eq. 12).")
+    template_similarity: float
+
+
 class AskOut(BaseModel):
     answer: str
     explanation: str
@@ -228,6 +245,8 @@ class AskOut(BaseModel):
         description="The experience whose answer was given again for this repeated question (no LLM call; "
         "experience.answer_reuse), else null.",
     )
+    fused_experiences: list[FusedExperience] = Field(default_factory=list, description="The fused experiences.")
+    scaffold: ScaffoldUsed | None = None
 
 
 # ---------------------------------------------------------------- experiences
@@ -298,3 +317,109 @@ class HealthOut(BaseModel):
     schema_up_to_date: bool
     models: Literal["loaded", "loading", "failed"]
     detail: str | None = None
+
+
+# ---------------------------------------------------------------- web console views
+
+
+class RankedEntity(BaseModel):
+    entity_id: int
+    name: str | None = Field(description="Null when the entity is no longer in the corpus graph.")
+    label: str | None
+    weight: float
+
+
+class CitedPassage(BaseModel):
+    id: int
+    title: str | None
+    text: str | None
+    exists: bool = Field(description="False: the passage was deleted since.")
+    changed: bool = Field(description="Deleted, or updated since the experience was stored (it is then stale).")
+
+
+class ExperienceDetailOut(ExperienceOut):
+    summary: str
+    query_template: str | None
+    corpus_version: int
+    activation: list[RankedEntity] = Field(description="The activation map, strongest entity first.")
+    cited_passages: list[CitedPassage]
+    grounding: dict[str, Any] = Field(description="GS, the verifier and each claim's verdict at write-back.")
+
+
+class TenantPruneIn(_In):
+    """Prune criteria for the caller's own experiences (each adds rows; at least one)."""
+
+    keep: int | None = Field(default=None, ge=0, description="Keep this many, the most used; delete the rest.")
+    min_confidence: float | None = Field(default=None, ge=0, le=1, description="Delete below this confidence.")
+    unused_for: Text | None = Field(default=None, max_length=100, description="Delete if unused for e.g. 90d.")
+    expired: bool = False
+    stale: bool = False
+    corpus_id: int | None = Field(default=None, ge=1)
+    dry_run: bool = True
+
+
+class TenantPruneOut(BaseModel):
+    counts: dict[str, int]
+    dry_run: bool
+    items: list[ExperienceOut] = Field(description="Dry run: what would go (at most 200, newest first).")
+
+
+class ClaimOut(BaseModel):
+    claim: str
+    source: str | None = None
+    g: float | None = Field(default=None, description="Support g_i (eq. 15).")
+    passage_id: int | None = None
+
+
+class WritebackOut(BaseModel):
+    query_log_id: int
+    decision: Literal["pending", "none", "stored", "rejected_novelty", "rejected_grounding", "error", "dropped"] = (
+        Field(description="pending: not decided yet; none: nothing is written back for this question.")
+    )
+    novelty: float | None = Field(default=None, description="NS (eq. 18).")
+    grounding: float | None = Field(default=None, description="GS (eq. 16).")
+    verifier: str | None = None
+    reason: str | None = None
+    stage: str | None = None
+    experience_id: int | None = None
+    claims: list[ClaimOut] = Field(default_factory=list)
+    tau_novel: float
+    tau_gs: float
+    tau_nli: float = Field(description="A claim is supported when its g reaches this (eq. 16).")
+    created_at: datetime | None = None
+
+
+class StoreHealthOut(BaseModel):
+    corpora: list[dict[str, Any]] = Field(description="experience_health with reuse coverage, per corpus.")
+    growth: list[dict[str, Any]] = Field(description="experience_store_growth per day.")
+    gates: list[dict[str, Any]] = Field(description="Write-back decisions and NS/GS pass rates per day.")
+    queries: list[dict[str, Any]] = Field(description="Query log per day: latency percentiles, mean tokens.")
+
+
+class EntityOut(BaseModel):
+    id: int
+    name: str
+    label: str | None
+    passages: int
+
+
+class LinkedEntity(BaseModel):
+    id: int
+    name: str
+    label: str | None
+    shared: int = Field(description="Passages shared with the entity.")
+    passage_ids: list[int]
+
+
+class EntityPassage(BaseModel):
+    id: int
+    title: str
+    text: str = Field(description="The first 300 characters.")
+    mentions: int
+    weight: float
+
+
+class NeighbourhoodOut(BaseModel):
+    entity: EntityOut
+    passages: list[EntityPassage]
+    linked: list[LinkedEntity]

@@ -7,7 +7,8 @@ import typer
 from livingrag.cli.common import examples, load_settings
 
 SERVE_HELP = (
-    "Serve the HTTP API (OpenAPI docs at /docs, readiness at /health). Tenants authenticate with "
+    "Serve the HTTP API (OpenAPI docs at /docs, readiness at /health) and the web console at /ui "
+    "(sign in with a tenant's key, or with the admin key and pick a tenant). Tenants authenticate with "
     "'Authorization: Bearer <key>'; set LIVINGRAG_API__ADMIN_KEY to manage tenants over HTTP (at least "
     "32 characters and about 128 bits: serve refuses a weak one)."
     + examples(
@@ -16,6 +17,7 @@ SERVE_HELP = (
         "LIVINGRAG_API__ADMIN_KEY=\"$(python -c 'import secrets; print(secrets.token_urlsafe(32))')\" "
         "livingrag serve --host 0.0.0.0 --port 8000",
         "curl -H 'Authorization: Bearer lrg_...' localhost:8000/v1/corpora",
+        "open http://127.0.0.1:8000/ui/",
     )
 )
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends
 
 from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
-from livingrag.api.schemas import AskIn, AskOut, AskPassage
+from livingrag.api.schemas import AskIn, AskOut, AskPassage, FusedExperience, ScaffoldUsed
 from livingrag.db.repositories import corpora
 
 router = APIRouter(prefix="/v1", tags=["ask"])
@@ -50,6 +50,12 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
                            top_k=body.top_k)  # fmt: skip
     finally:
         svc.ask_slots.release()
+    fused = set(a.fused_ids)
+    scaffold = None
+    if a.scaffold is not None and a.scaffold_id is not None:
+        scaffold = ScaffoldUsed(
+            experience_id=a.scaffold_id, score=a.scaffold.score, template_similarity=a.scaffold.template_similarity
+        )
     return AskOut(
         answer=a.answer,
         explanation=a.explanation,
@@ -65,4 +71,8 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         query_log_id=a.query_log_id,
         writeback="queued" if a.writeback is not None else "none",
         reused_from=a.reused_from,
+        fused_experiences=[
+            FusedExperience(id=x.id, query=x.query, weight=x.weight, score=x.score) for x in a.fused if x.id in fused
+        ],
+        scaffold=scaffold,
     )

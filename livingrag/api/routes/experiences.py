@@ -1,16 +1,28 @@
-"""``/v1/experiences``: the caller's stored experiences (list with filters, get, delete)."""
+"""``/v1/experiences``: the caller's stored experiences (list with filters, one with its details,
+expire, delete, prune with a dry-run preview)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
 from livingrag.api.deps import Services, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_of
-from livingrag.api.schemas import ExperienceList, ExperienceOut
+from livingrag.api.schemas import (
+    CitedPassage,
+    ExperienceDetailOut,
+    ExperienceList,
+    ExperienceOut,
+    RankedEntity,
+    TenantPruneIn,
+    TenantPruneOut,
+)
 from livingrag.db.repositories import experiences as repo
+from livingrag.db.repositories import insights
+from livingrag.experience import lifecycle
 
 router = APIRouter(
     prefix="/v1/experiences",
@@ -28,6 +40,8 @@ def _out(r: repo.ExperienceRecord) -> ExperienceOut:
 def list_experiences(
     corpus_id: int | None = Query(None, ge=1, description="Only this corpus."),
     active: bool = Query(False, description="Only active experiences (not stale, not expired)."),
+    status: Literal["active", "stale", "expired"] | None = Query(None, description="Only this status."),
+    min_confidence: float | None = Query(None, ge=0, le=1, description="Only at or above this confidence."),
     page: PageParams = Depends(),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),
@@ -43,10 +57,39 @@ def list_experiences(
             now=datetime.now(UTC),
             limit=page.limit,
             offset=page.offset,
+            status=status,
+            min_confidence=min_confidence,
         )
     return ExperienceList(
         items=[_out(r) for r in rows], limit=page.limit, offset=page.offset, next_offset=page.next_offset(len(rows))
     )
+
+
+@router.post(
+    "/prune",
+    response_model=TenantPruneOut,
+    summary="Delete the caller's experiences by criteria (dry_run, the default, only shows what would go)",
+    responses={422: {"model": ErrorResponse, "description": "No criterion, or an unreadable duration."}},
+)
+def prune(body: TenantPruneIn, tid: int = Depends(tenant_writer), svc: Services = Depends(services)) -> TenantPruneOut:
+    if body.corpus_id is not None:
+        corpus_of(svc, tid, body.corpus_id)
+    now = datetime.now(UTC)
+    since = now - lifecycle.parse_duration(body.unused_for) if body.unused_for is not None else None
+    criteria = repo.PruneCriteria(
+        max_per_tenant=body.keep,
+        min_confidence=body.min_confidence,
+        unused_since=since,
+        expired=body.expired,
+        stale=body.stale,
+    )
+    with svc.db.tenant_session(tid) as s:
+        items = []
+        if body.dry_run:
+            items = repo.prune_preview(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id)
+        counts = repo.prune(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id, dry_run=body.dry_run)
+    counts = {("keep" if k == "max_per_tenant" else k): v for k, v in counts.items()}
+    return TenantPruneOut(counts=counts, dry_run=body.dry_run, items=[_out(r) for r in items])
 
 
 @router.get("/{experience_id}", response_model=ExperienceOut, summary="One experience")
@@ -54,6 +97,59 @@ def get_experience(
     experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> ExperienceOut:
     with svc.db.tenant_session(tid) as s:
+        return _out(repo.get_experience(s, experience_id))
+
+
+@router.get(
+    "/{experience_id}/details",
+    response_model=ExperienceDetailOut,
+    summary="One experience with its summary, ranked activation map and cited passages",
+)
+def get_experience_details(
+    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+) -> ExperienceDetailOut:
+    with svc.db.tenant_session(tid) as s:
+        rec = repo.get_experience(s, experience_id)
+        d = insights.experience_detail(s, experience_id)
+        names = insights.entity_names(s, d.corpus_id, list(d.activation))
+        present = insights.passages_by_id(s, d.corpus_id, d.source_passage_ids)
+    ranked = sorted(d.activation.items(), key=lambda kv: (-kv[1], kv[0]))
+    changed_ids = insights.stale_passage_ids(d.stale_reason) if rec.stale else set()
+    cited = [
+        CitedPassage(
+            id=pid,
+            title=present[pid][0] if pid in present else None,
+            text=present[pid][1] if pid in present else None,
+            exists=pid in present,
+            changed=pid not in present or pid in changed_ids,
+        )
+        for pid in d.source_passage_ids
+    ]
+    return ExperienceDetailOut(
+        **_out(rec).model_dump(),
+        summary=d.summary,
+        query_template=d.query_template,
+        corpus_version=d.corpus_version,
+        activation=[
+            RankedEntity(
+                entity_id=e,
+                name=names[e][0] if e in names else None,
+                label=names[e][1] if e in names else None,
+                weight=w,
+            )
+            for e, w in ranked
+        ],
+        cited_passages=cited,
+        grounding=d.grounding,
+    )
+
+
+@router.post("/{experience_id}/expire", response_model=ExperienceOut, summary="Expire one experience now")
+def expire_experience(
+    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
+) -> ExperienceOut:
+    with svc.db.tenant_session(tid) as s:
+        repo.expire_experience(s, experience_id, now=datetime.now(UTC))
         return _out(repo.get_experience(s, experience_id))
 
 

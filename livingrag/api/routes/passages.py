@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
-from livingrag.api.jobs import Job
+from livingrag.api.jobs import Job, JobProgress
 from livingrag.api.routes.common import PageParams, corpus_of
 from livingrag.api.schemas import (
     Deleted,
@@ -100,13 +100,14 @@ def add_passages(
 @router.get("/corpora/{corpus_id}/passages", response_model=PassageList, summary="List a corpus's passages")
 def list_passages(
     corpus_id: int = Path(..., ge=1),
+    q: str | None = Query(None, max_length=200, description="Only passages whose title or text contains this."),
     page: PageParams = Depends(),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),
 ) -> PassageList:
     info = corpus_of(svc, tid, corpus_id)
     with svc.db.tenant_session(tid) as s:
-        rows = corpus_graph.list_passages(s, info.id, limit=page.limit, offset=page.offset)
+        rows = corpus_graph.list_passages(s, info.id, limit=page.limit, offset=page.offset, q=q)
     return PassageList(
         items=[_passage_out(p) for p in rows],
         limit=page.limit,
@@ -201,6 +202,7 @@ def _job_out(job: Job) -> JobOut:
         finished_at=job.finished_at,
         result=result,
         error=job.error,
+        progress=job.progress.snapshot() if job.progress is not None else {},
     )
 
 
@@ -219,13 +221,14 @@ def submit_index_job(
 ) -> JobOut:
     docs = _documents(body.documents, "documents")
     info = corpus_of(svc, tid, corpus_id)
+    progress = JobProgress()
 
     def work() -> dict[str, Any]:
         with svc.index_lock:
-            report = service.indexer(svc.db, tid, info, svc.settings).index_documents(docs)
+            report = service.indexer(svc.db, tid, info, svc.settings, progress=progress).index_documents(docs)
         return _result(report).model_dump()
 
-    return _job_out(svc.jobs.submit(tid, info.id, len(docs), work))
+    return _job_out(svc.jobs.submit(tid, info.id, len(docs), work, progress=progress))
 
 
 @router.get("/index-jobs/{job_id}", response_model=JobOut, summary="An index job's state and result")

@@ -70,7 +70,7 @@ class KeyGrant:
     """What a valid key grants: its tenant, which key it is, and its scopes."""
 
     tenant_id: int
-    key_id: int
+    key_id: int | None  # None: the operator (admin key) acting for the tenant
     scopes: frozenset[str]
 
 

@@ -626,10 +626,16 @@ def passage_doc_keys(session: Session, corpus_id: int) -> dict[int, str]:
     return {int(pid): str(key) for pid, key in rows}
 
 
-def list_passages(session: Session, corpus_id: int, *, limit: int = 50, offset: int = 0) -> list[PassageRecord]:
-    """A page of a corpus's passages in id order."""
+def list_passages(
+    session: Session, corpus_id: int, *, limit: int = 50, offset: int = 0, q: str | None = None
+) -> list[PassageRecord]:
+    """A page of a corpus's passages in id order; ``q`` keeps those whose title or text contains it
+    (case-insensitive)."""
+    where, params = "corpus_id = :c", {"c": corpus_id, "l": int(limit), "o": int(offset)}
+    if q:
+        where += " AND (title ILIKE :q OR text ILIKE :q)"
+        params["q"] = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     rows = session.execute(
-        text(f"SELECT {_PASSAGE_COLS} FROM passages WHERE corpus_id = :c ORDER BY id LIMIT :l OFFSET :o"),
-        {"c": corpus_id, "l": int(limit), "o": int(offset)},
+        text(f"SELECT {_PASSAGE_COLS} FROM passages WHERE {where} ORDER BY id LIMIT :l OFFSET :o"), params
     ).all()
     return [PassageRecord(*r) for r in rows]

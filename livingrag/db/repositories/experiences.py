@@ -126,6 +126,14 @@ class ExperienceRecord:
     map_size: int
 
 
+_RECORD_SELECT = (
+    "SELECT id, tenant_id, corpus_id, query, answer, confidence, created_at, expires_at, fusion_uses,"
+    " scaffold_uses, last_used_at, stale, stale_reason,"
+    " (SELECT count(*) FROM jsonb_object_keys(activation)) FROM experiences"
+)
+"""The columns of :class:`ExperienceRecord`."""
+
+
 def _dim_sql(dim: int) -> int:
     if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 16000:
         raise InvalidInput(f"embedding dimension must be an integer in [1, 16000], got {dim!r}")
@@ -601,21 +609,10 @@ class PruneCriteria:
     stale: bool = False  # delete stale experiences
 
 
-def prune(
-    session: Session,
-    criteria: PruneCriteria,
-    *,
-    now: datetime,
-    tenant_id: int | None = None,
-    corpus_id: int | None = None,
-    dry_run: bool = False,
-) -> dict[str, int]:
-    """Delete experiences by the given criteria; returns the count per criterion and the total
-    (an experience matching several criteria counts once in ``total``).
-
-    ``max_per_tenant`` keeps each tenant's ``N`` most useful experiences, usefulness ordered by
-    total uses, then confidence, then recency; the rest go, least useful first.
-    """
+def _prune_parts(
+    criteria: PruneCriteria, *, now: datetime, tenant_id: int | None, corpus_id: int | None
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """One ``SELECT id`` statement per criterion of :func:`prune`, and their parameters."""
     where, params = _scope(tenant_id, corpus_id)
     params["now"] = now
     parts: dict[str, str] = {}
@@ -642,6 +639,25 @@ def prune(
         parts["stale"] = f"SELECT id FROM experiences WHERE {where} AND stale"
     if not parts:
         raise InvalidInput("prune needs at least one criterion (max per tenant, min confidence, unused since, ...)")
+    return parts, params
+
+
+def prune(
+    session: Session,
+    criteria: PruneCriteria,
+    *,
+    now: datetime,
+    tenant_id: int | None = None,
+    corpus_id: int | None = None,
+    dry_run: bool = False,
+) -> dict[str, int]:
+    """Delete experiences by the given criteria; returns the count per criterion and the total
+    (an experience matching several criteria counts once in ``total``).
+
+    ``max_per_tenant`` keeps each tenant's ``N`` most useful experiences, usefulness ordered by
+    total uses, then confidence, then recency; the rest go, least useful first.
+    """
+    parts, params = _prune_parts(criteria, now=now, tenant_id=tenant_id, corpus_id=corpus_id)
     counts = {
         name: int(session.execute(text(f"SELECT count(*) FROM ({sql}) q"), params).scalar_one())
         for name, sql in parts.items()
@@ -655,6 +671,34 @@ def prune(
     return counts
 
 
+def prune_preview(
+    session: Session,
+    criteria: PruneCriteria,
+    *,
+    now: datetime,
+    tenant_id: int | None = None,
+    corpus_id: int | None = None,
+    limit: int = 200,
+) -> list[ExperienceRecord]:
+    """The experiences :func:`prune` would delete with these arguments (at most ``limit``, newest
+    first): what a dry run shows before the prune is applied."""
+    parts, params = _prune_parts(criteria, now=now, tenant_id=tenant_id, corpus_id=corpus_id)
+    union = " UNION ".join(parts.values())
+    rows = session.execute(
+        text(f"{_RECORD_SELECT} WHERE id IN ({union}) ORDER BY created_at DESC, id DESC LIMIT :lim"),
+        params | {"lim": int(limit)},
+    ).all()
+    return [ExperienceRecord(*r) for r in rows]
+
+
+_STATUS = {
+    "active": _ACTIVE.format(a=""),
+    "stale": "stale",
+    "expired": "expires_at IS NOT NULL AND expires_at <= :now",
+}
+"""The list filter ``status``: active (neither stale nor expired), stale, expired."""
+
+
 def list_experiences(
     session: Session,
     *,
@@ -664,20 +708,26 @@ def list_experiences(
     now: datetime | None = None,
     limit: int = 50,
     offset: int = 0,
+    status: str | None = None,
+    min_confidence: float | None = None,
 ) -> list[ExperienceRecord]:
-    """Experiences, newest first."""
+    """Experiences, newest first; ``status`` (active, stale, expired; needs ``now``) and
+    ``min_confidence`` filter them."""
     where, params = _scope(tenant_id, corpus_id)
     if not include_inactive:
         where += " AND " + _ACTIVE.format(a="")
         params["now"] = now
+    if status is not None:
+        if status not in _STATUS:
+            raise InvalidInput(f"status must be one of {', '.join(_STATUS)}, got {status!r}")
+        where += f" AND {_STATUS[status]}"
+        params["now"] = now
+    if min_confidence is not None:
+        where += " AND confidence >= :minc_list"
+        params["minc_list"] = float(min_confidence)
     params |= {"lim": limit, "off": offset}
     rows = session.execute(
-        text(
-            "SELECT id, tenant_id, corpus_id, query, answer, confidence, created_at, expires_at, fusion_uses,"
-            " scaffold_uses, last_used_at, stale, stale_reason,"
-            f" (SELECT count(*) FROM jsonb_object_keys(activation)) FROM experiences WHERE {where}"
-            " ORDER BY created_at DESC, id DESC LIMIT :lim OFFSET :off"
-        ),
+        text(f"{_RECORD_SELECT} WHERE {where} ORDER BY created_at DESC, id DESC LIMIT :lim OFFSET :off"),
         params,
     ).all()
     return [ExperienceRecord(*r) for r in rows]
@@ -761,6 +811,17 @@ def ensure_hnsw_index(session: Session, dim: int) -> str:
     if dim > MAX_HNSW_DIM:
         raise InvalidInput(f"HNSW indexes support at most {MAX_HNSW_DIM} dimensions, got {dim}")
     return str(session.execute(text("SELECT livingrag_ensure_experience_hnsw(:d)"), {"d": dim}).scalar_one())
+
+
+def expire_experience(session: Session, experience_id: int, *, now: datetime) -> None:
+    """Expire one experience now (``expires_at = now`` unless it expired earlier); :class:`NotFound`
+    when this session cannot see it."""
+    res = session.execute(
+        text("UPDATE experiences SET expires_at = least(coalesce(expires_at, :now), :now) WHERE id = :i"),
+        {"i": int(experience_id), "now": now},
+    )
+    if not res.rowcount:
+        raise NotFound(f"no experience with id {experience_id}")
 
 
 def delete_experience(session: Session, experience_id: int) -> None:

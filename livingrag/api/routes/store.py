@@ -1,0 +1,77 @@
+"""``/v1/store``, ``/v1/queries``: the health of the caller's experience store over time and the
+write-back decision taken for one question (the web console's views; tenant-scoped)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from livingrag.api.deps import Services, services, tenant_id
+from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
+from livingrag.api.routes.common import corpus_of
+from livingrag.api.schemas import ClaimOut, StoreHealthOut, WritebackOut
+from livingrag.db.repositories import insights
+from livingrag.errors import NotFound
+
+router = APIRouter(
+    prefix="/v1",
+    tags=["experiences"],
+    responses=COMMON_RESPONSES | {404: {"model": ErrorResponse, "description": "No such corpus or question."}},
+)
+
+
+@router.get("/store/health", response_model=StoreHealthOut, summary="Store growth, gate pass rates, reuse, queries")
+def store_health(
+    corpus_id: int | None = Query(None, ge=1, description="Only this corpus."),
+    tid: int = Depends(tenant_id),
+    svc: Services = Depends(services),
+) -> StoreHealthOut:
+    if corpus_id is not None:
+        corpus_of(svc, tid, corpus_id)
+    with svc.db.tenant_session(tid) as s:
+        return StoreHealthOut(
+            corpora=insights.health_totals(s, corpus_id),
+            growth=insights.store_growth(s, corpus_id),
+            gates=insights.gate_rates_by_day(s, corpus_id),
+            queries=insights.query_stats_by_day(s, corpus_id),
+        )
+
+
+@router.get(
+    "/queries/{query_log_id}/writeback",
+    response_model=WritebackOut,
+    summary="The write-back decision for one question (pending until the worker has decided)",
+)
+def writeback_decision(
+    query_log_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
+) -> WritebackOut:
+    gates = svc.settings.gates
+    with svc.db.tenant_session(tid) as s:
+        mode = insights.query_mode(s, query_log_id)
+        if mode is None:
+            raise NotFound(f"no question with query log id {query_log_id}")
+        row = insights.writeback_for_query(s, query_log_id)
+    base = {
+        "query_log_id": query_log_id,
+        "tau_novel": gates.tau_novel,
+        "tau_gs": gates.tau_gs,
+        "tau_nli": gates.tau_nli,
+    }
+    if row is None:
+        writes_back = mode[0] == "living" and not mode[1]
+        return WritebackOut(decision="pending" if writes_back else "none", **base)
+    details = row["details"] or {}
+    claims = [
+        ClaimOut(**{k: c.get(k) for k in ("claim", "source", "g", "passage_id")}) for c in details.get("claims", [])
+    ]
+    return WritebackOut(
+        decision=row["decision"],
+        novelty=row["novelty"],
+        grounding=row["grounding"],
+        verifier=row["verifier"],
+        reason=row["reason"],
+        stage=details.get("stage"),
+        experience_id=row["experience_id"],
+        claims=claims,
+        created_at=row["created_at"],
+        **base,
+    )

@@ -1,0 +1,24 @@
+// What several views share: the caller's corpora and a corpus picker.
+import { get } from "../api.js";
+import { field, h } from "../dom.js";
+
+export async function corpora() {
+  const page = await get("/v1/corpora?limit=500");
+  return page.items;
+}
+
+/** A labelled <select> of corpora (``any``: an "All corpora" option first). */
+export function corpusSelect(items, { label = "Corpus", selected = null, any = false, name = "corpus" } = {}) {
+  const sel = h("select", { name },
+    any ? h("option", { value: "" }, "All corpora") : null,
+    items.map((c) => h("option", { value: c.id, selected: String(c.id) === String(selected) }, `${c.name} (#${c.id})`)));
+  return field(label, sel);
+}
+
+export function expLink(id, text) {
+  return h("a", { href: `#/experiences/${id}` }, text || `experience #${id}`);
+}
+
+export function badge(text, kind = text) {
+  return h(`span.badge.b-${kind}`, {}, text);
+}
