@@ -40,6 +40,9 @@ def test_the_wheel_ships_the_migrations(wheel: Path, tmp_path: Path, make_databa
     assert {"livingrag/db/migrations/env.py", "livingrag/db/migrations/script.py.mako"} <= names
     assert {f"livingrag/db/migrations/versions/{v}" for v in versions} <= names
     assert any(n.startswith("livingrag/generation/prompts/") for n in names)
+    pkg = ROOT / "livingrag"
+    ui = {f"livingrag/{p.relative_to(pkg)}" for p in (pkg / "api/ui").rglob("*") if p.is_file()}
+    assert ui and ui <= names, sorted(ui - names)  # the web console, every file of it
     # installed from the wheel alone (no source tree, no alembic.ini): migrate an empty database
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
