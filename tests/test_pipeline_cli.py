@@ -126,6 +126,11 @@ def test_demo_json_with_the_loopback_llm(llm_env: None, server: OpenAICompatServ
     assert len(server.requests) == n_req + 4  # two questions, each through both systems
     assert sum(report["writeback"].values()) == 2  # one living write-back per question
     assert report["verifier"] == "offline"
+    # the reuse counts, findings included, each at most the number of questions
+    for k in ("queries_with_fusion", "queries_with_scaffold", "queries_with_findings"):
+        assert 0 <= report[k] <= 2
+    res = runner.invoke(app, ["demo", "--limit", "2"])
+    assert res.exit_code == 0 and "(findings)" in res.stdout
 
 
 def test_demo_reports_a_failed_answer_and_goes_on(llm_env: None, server: OpenAICompatServer) -> None:

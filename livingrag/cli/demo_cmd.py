@@ -78,7 +78,8 @@ def demo(
     decisions = ", ".join(f"{k} {v}" for k, v in sorted(report.decisions.items()))
     console.print(
         f"experiences: {report.stored} stored ({decisions}); LivingRAG reused experiences on "
-        f"{report.fused_queries} of {n} questions (fusion) and {report.scaffold_queries} (scaffold)\n"
+        f"{report.fused_queries} of {n} questions (fusion), {report.scaffold_queries} (scaffold) and "
+        f"{report.finding_queries} (findings)\n"
         f"[dim]model {report.model}, verifier {report.verifier}; indexing {report.index_seconds:.1f} s, "
         f"total {report.seconds:.1f} s[/dim]",
         highlight=False,

@@ -75,6 +75,7 @@ class DemoReport:
     seconds: float
     model: str
     verifier: str
+    finding_queries: int = 0  # questions whose prompt stated earlier experiences as findings
 
     @property
     def failed_answers(self) -> int:
@@ -101,6 +102,7 @@ class DemoReport:
             "experiences_stored": self.stored,
             "queries_with_fusion": self.fused_queries,
             "queries_with_scaffold": self.scaffold_queries,
+            "queries_with_findings": self.finding_queries,
             "failed_answers": self.failed_answers,
             "rows": [
                 {
@@ -176,7 +178,7 @@ def _stream(
     tallies = {"linear": SystemTally(), "living": SystemTally()}
     decisions: dict[str, int] = {}
     rows: list[DemoRow] = []
-    fused_queries = scaffold_queries = 0
+    fused_queries = scaffold_queries = finding_queries = 0
     for i, item in enumerate(questions):
         golds = [item["answer"], *item.get("aliases", [])]
         answers: dict[str, Answer | None] = {}
@@ -206,6 +208,7 @@ def _stream(
         decisions[decision] = decisions.get(decision, 0) + 1
         fused_queries += bool(living is not None and living.fused_ids)
         scaffold_queries += living is not None and living.scaffold_id is not None
+        finding_queries += bool(living is not None and living.findings)
         ok = {s: a is not None and contain_match(a.answer, golds) for s, a in answers.items()}
         for s in ok:
             tallies[s].correct += ok[s]
@@ -231,6 +234,7 @@ def _stream(
         stored=decisions.get("stored", 0),
         fused_queries=fused_queries,
         scaffold_queries=scaffold_queries,
+        finding_queries=finding_queries,
         index_seconds=0.0,
         seconds=0.0,
         model=getattr(rag.llm, "name", "?"),
