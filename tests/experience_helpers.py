@@ -51,7 +51,17 @@ class CountingVerifier:
 
     def verify(self, claims: Sequence[Claim], passages: Sequence[UsedPassage]) -> list[ClaimVerdict]:
         self.calls += 1
-        return [ClaimVerdict(claim=c.text, source=c.source, score=self.score) for c in claims]
+        first = passages[0] if passages else None  # the evidence: the first passage's text
+        return [
+            ClaimVerdict(
+                claim=c.text,
+                source=c.source,
+                score=self.score,
+                passage_id=first.id if first else None,
+                evidence=first.text if first else None,
+            )
+            for c in claims
+        ]
 
 
 def settings(**experience: Any) -> Settings:

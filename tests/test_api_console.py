@@ -79,6 +79,10 @@ def test_ask_reports_fusion_weights_and_the_writeback_decision(client: TestClien
     assert r.status_code == 200, r.text
     wb = r.json()
     assert wb["decision"] == "stored" and wb["experience_id"] is not None and wb["tau_gs"] > 0
+    # each verified claim names the evidence sentence it was checked against, from its passage
+    texts = {p["id"]: p["text"] for p in first["passages"]}
+    supported = [c for c in wb["claims"] if c["g"] >= wb["tau_nli"] and c["passage_id"] in texts]
+    assert all(c["evidence"] and c["evidence"][:40] in texts[c["passage_id"]] for c in supported)
     # a similar question fuses the stored experience, with its weight
     r = client.post("/v1/ask", json={"question": "Who directed Silver Harbor?", "corpus": cid}, headers=auth(b))
     body = r.json()

@@ -98,6 +98,10 @@ def test_write_back_stores_experience_entities_and_decision_together(db: Databas
     assert ents == pytest.approx({1: 0.9 / n, 3: 0.4 / n}, rel=1e-6)  # unit-normalised weights
     assert log[:6] == ("stored", r.experience_id, "counting", 1.0, 1.0, 77)
     assert log[6]["stage"] == "stored" and log[6]["verifier"] == "counting"
+    # each claim's verdict keeps the evidence it was checked against (the console highlights it)
+    assert log[6]["claims"] and all(
+        cl["passage_id"] == c.passages[0].id and cl["evidence"] == c.passages[0].text for cl in log[6]["claims"]
+    )
     assert {"novelty_ms", "grounding_ms", "lock_wait_ms", "insert_ms", "total_ms"} <= log[7].keys()
 
 

@@ -219,15 +219,14 @@ def test_sign_in_and_ask_in_both_modes(tenant_page: Any, live: dict[str, Any], s
     assert live["a"] not in page.url
     stored = page.evaluate("sessionStorage.getItem('livingrag.key')")
     assert stored == live["a"] and page.evaluate("localStorage.length") == 0
-    assert page.get_by_label("Corpus", exact=True).locator("option").all_inner_texts() == [
-        f"acme-wiki (#{live['a_cid']})"
-    ]
+    expect(page.get_by_label("Corpus", exact=True).locator("option")).to_have_text([f"acme-wiki (#{live['a_cid']})"])
     _ask(page, QUESTIONS[0][0], "living")
     assert page.locator("li.passage").count() > 0
     assert page.locator("li.passage mark").count() > 0  # the grounding sentences are highlighted
     page.locator("#writeback").get_by_text("stored", exact=True).wait_for()
     assert page.locator("table").filter(has_text="Each claim's verdict").count() == 1
     assert page.locator("li.passage").filter(has_text="cited by a verified claim").count() >= 1
+    assert page.locator("li.passage mark.evidence").count() >= 1  # the verified claims' evidence sentences
     # a similar question fuses the stored experience, with its weight
     _ask(page, "Who directed Silver Harbor?", "living")
     fused = page.locator("table.fused tbody tr")
@@ -405,9 +404,10 @@ def test_an_operator_picks_a_tenant(browser: Any, live: dict[str, Any], shots: A
     _assert_labelled(page)
     page.get_by_role("button", name=re.compile("^ui-globex")).click()
     page.get_by_text(f"acting for ui-globex (tenant {live['b_id']})").wait_for()
-    assert page.get_by_label("Corpus", exact=True).locator("option").all_inner_texts() == [
-        f"globex-secret-wiki (#{live['b_cid']})"
-    ]
+    # the corpus list loads after the page: wait for it rather than read it at once
+    expect(page.get_by_label("Corpus", exact=True).locator("option")).to_have_text(
+        [f"globex-secret-wiki (#{live['b_cid']})"]
+    )
     page.goto(page.url.split("#")[0] + "#/experiences")
     page.locator("table.experiences tbody tr").first.wait_for()
     page.get_by_role("button", name="Switch tenant").click()

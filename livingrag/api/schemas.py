@@ -369,6 +369,7 @@ class ClaimOut(BaseModel):
     source: str | None = None
     g: float | None = Field(default=None, description="Support g_i (eq. 15).")
     passage_id: int | None = None
+    evidence: str | None = Field(default=None, description="The evidence sentence that gave g_i (its passage's).")
 
 
 class WritebackOut(BaseModel):

@@ -407,7 +407,13 @@ class ExperienceStore:
                 gs = grounding_score([v.score for v in verdicts], self.gates.tau_nli)
             timings["grounding_ms"] = _ms(t2)
             details["claims"] = [
-                {"claim": v.claim, "source": v.source, "g": round(v.score, 4), "passage_id": v.passage_id}
+                {
+                    "claim": v.claim,
+                    "source": v.source,
+                    "g": round(v.score, 4),
+                    "passage_id": v.passage_id,
+                    "evidence": v.evidence[:1000] if v.evidence else None,
+                }
                 for v in verdicts
             ]
             if not passes_grounding(gs, self.gates.tau_gs):

@@ -28,9 +28,18 @@ export function grounds(sentence, answer, explanation) {
   return ws.filter((w) => ex.has(w)).length / ws.length >= 0.6;
 }
 
+/** Whether a passage sentence is the evidence a verified claim was checked against. */
+export function isEvidence(sentence, evidence) {
+  const s = sentence.trim();
+  return s.length > 0 && (evidence || []).some((e) => e && (e.includes(s) || s.includes(e.trim())));
+}
+
 function passageNode(p, i, answer, explanation, claimed) {
-  const sentences = splitSentences(p.text).map((t) =>
-    grounds(t, answer, explanation) ? h("mark", { title: "grounds the answer" }, t) : t);
+  const evidence = claimed.get(p.id);
+  const sentences = splitSentences(p.text).map((t) => {
+    if (evidence && isEvidence(t, evidence)) return h("mark.evidence", { title: "evidence of a verified claim" }, t);
+    return grounds(t, answer, explanation) ? h("mark", { title: "grounds the answer" }, t) : t;
+  });
   return h("li.passage", { "data-passage": p.id },
     h("h4", {}, `[${i + 1}] ${p.title || "(untitled)"} `, h("small", {}, `passage #${p.id}, score ${fmtNum(p.score)}`),
       claimed.has(p.id) ? badge("cited by a verified claim", "claim") : null),
@@ -75,7 +84,11 @@ async function pollWriteback(queryLogId, slot, onClaims) {
     if (!wb) return;
     clear(slot).append(writebackNode(wb));
     if (wb.decision !== "pending") {
-      onClaims(new Set((wb.claims || []).filter((c) => c.g >= wb.tau_nli && c.passage_id).map((c) => c.passage_id)));
+      const claimed = new Map();
+      for (const c of (wb.claims || []).filter((c) => c.g >= wb.tau_nli && c.passage_id)) {
+        claimed.set(c.passage_id, [...(claimed.get(c.passage_id) || []), c.evidence]);
+      }
+      onClaims(claimed);
       return;
     }
     await new Promise((r) => setTimeout(r, 500));
@@ -85,7 +98,7 @@ async function pollWriteback(queryLogId, slot, onClaims) {
 function resultNode(q, a) {
   const passages = h("ol.passages", { "aria-label": "Retrieved passages" });
   const draw = (claimed) => append(clear(passages), a.passages.map((p, i) => passageNode(p, i, a.answer, a.explanation, claimed)));
-  draw(new Set());
+  draw(new Map());
   const wbSlot = h("div#writeback", { "aria-live": "polite" });
   const fused = a.fused_experiences.length
     ? table("Fused experiences", ["Experience", "Earlier question", "Weight", "Score"],
@@ -104,7 +117,7 @@ function resultNode(q, a) {
     latencyBars(a.latency_ms),
     h("h3", {}, "Write-back decision"), wbSlot,
     h("h3", {}, `Retrieved passages (${a.passages.length})`),
-    h("p.hint", {}, "Highlighted: the sentences that ground the answer (they contain it, or most of their words are in the explanation)."),
+    h("p.hint", {}, "Highlighted: the sentences that ground the answer (they contain it, or most of their words are in the explanation); once the write-back is decided, the evidence sentences of its verified claims (outlined)."),
     passages);
   if (a.query_log_id) pollWriteback(a.query_log_id, wbSlot, draw);
   else wbSlot.append(h("p", {}, "Write-back: none."));
