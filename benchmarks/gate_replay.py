@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from livingrag.bench.stats import roc_auc as auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.experience.answer_form import check_answer_form
@@ -27,15 +28,6 @@ from livingrag.experience.grounding import extract_claims, grounding_score
 from livingrag.experience.types import UsedPassage
 from livingrag.experience.verifiers.offline import OfflineVerifier
 from livingrag.models.embedder import get_embedder
-
-
-def auc(pos: list[float], neg: list[float]) -> float:
-    """P(score of a correct answer > score of a wrong one), ties counting one half."""
-    if not pos or not neg:
-        return float("nan")
-    p, n = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
-    return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
-
 
 ap = argparse.ArgumentParser(description="Replay the grounding gate over an evaluation run's answers.")
 ap.add_argument("--records", required=True, help="records.jsonl of a `livingrag eval stream` run.")

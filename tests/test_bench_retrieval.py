@@ -31,3 +31,12 @@ def test_model_usage_since_a_copy() -> None:
     u.add(30, 32, 1.5)
     assert u.since(before) == ModelUsage(runs=1, tokens=30, padded_tokens=32, seconds=1.5)
     assert (u.runs, u.tokens, u.padded_tokens, u.seconds) == (2, 40, 48, 2.0)
+
+
+def test_roc_auc_by_hand() -> None:
+    from livingrag.bench.stats import roc_auc
+
+    # pairs (p, n): (3,1) win, (3,2) win, (2,1) win, (2,2) tie -> (3 + 0.5) / 4
+    assert roc_auc([3.0, 2.0], [1.0, 2.0]) == 0.875
+    assert roc_auc([1.0], [1.0]) == 0.5
+    assert roc_auc([], [1.0]) != roc_auc([], [1.0])  # NaN

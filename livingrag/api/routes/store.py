@@ -61,7 +61,8 @@ def writeback_decision(
         return WritebackOut(decision="pending" if writes_back else "none", **base)
     details = row["details"] or {}
     claims = [
-        ClaimOut(**{k: c.get(k) for k in ("claim", "source", "g", "passage_id", "evidence")}) for c in details.get("claims", [])
+        ClaimOut(**{k: c.get(k) for k in ("claim", "source", "g", "passage_id", "evidence")})
+        for c in details.get("claims", [])
     ]
     return WritebackOut(
         decision=row["decision"],
