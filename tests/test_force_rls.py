@@ -190,3 +190,31 @@ def test_the_application_role_cannot_take_the_owner_route(
             assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :b"), {"b": b}).scalar() == 0
         with pytest.raises(ProgrammingError, match=r"permission denied|row-level security"):
             s.execute(text("INSERT INTO tenants (name) VALUES ('planted-by-app')"))
+
+
+def test_migrations_run_as_the_non_superuser_owner_with_data(owned_url: str) -> None:
+    """0006 and 0007 downgrade and upgrade again as the non-superuser owner with rows of two
+    tenants in every table; the data migrations' connection takes the owner route."""
+    owner = Database(db_settings_for(owned_url), check_schema=False)
+    try:
+        for tag in ("m1", "m2"):
+            with owner.owner_session() as s:
+                rec, _ = tenants.create_tenant(s, f"force-{tag}-{uuid.uuid4().hex[:8]}")
+            _seed(owner, rec.id, f"{tag}{rec.id}")
+
+        def counts() -> dict[str, int]:
+            with owner.owner_session() as s:
+                return {t: s.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in FORCED}
+
+        before = counts()
+        assert all(before.values())
+        migrate.downgrade(owner, "0005")
+        with owner.owner_engine.connect() as c:  # not forced at 0005: the owner bypasses RLS
+            assert c.execute(text("SELECT count(*) FROM passages")).scalar() == before["passages"]
+        migrate.upgrade(owner)
+        assert counts() == before
+        with owner.owner_engine.connect() as c:
+            assert c.execute(text("SELECT count(*) FROM passages")).scalar() == 0
+            assert c.execute(text("SELECT current_setting('livingrag.maintenance', true)")).scalar() in ("", None)
+    finally:
+        owner.dispose()
