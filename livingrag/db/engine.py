@@ -2,8 +2,11 @@
 
 Two engines share one server:
 
-* the *owner* engine (``db.url`` or the embedded superuser) runs migrations and operator-wide
-  maintenance (tenant management, cross-tenant expiry);
+* the *owner* engine (``db.url`` or the embedded superuser) runs migrations and, through
+  :meth:`Database.owner_session` only (the owner route), the named operator-wide maintenance
+  paths (tenant management, recovery, cross-tenant expiry). Row-level security is forced on the
+  tenant tables (migration 0006), so a non-superuser owner is bound by the policies as well and
+  reaches every tenant's rows only in a transaction that sets ``livingrag.maintenance``;
 * the *app* engine runs everything done on behalf of a tenant. Its connections either log in as a
   role bound by row-level security (``db.app_url``) or switch to ``db.app_role`` right after
   connecting and again at the start of every transaction (``SET LOCAL ROLE``). A tenant session
@@ -35,6 +38,9 @@ from livingrag.errors import ConfigError, DatabaseError, DatabaseUnavailable
 log = logging.getLogger(__name__)
 
 TENANT_SETTING = "livingrag.tenant_id"
+MAINTENANCE_SETTING = "livingrag.maintenance"
+"""Set to ``on`` by :meth:`Database.owner_session` in each of its transactions: with it the
+``owner_maintenance`` policy (migration 0006) lets the tables' owner reach every tenant's rows."""
 
 
 def _register_vector(dbapi_conn: Any, _record: Any) -> None:
@@ -248,8 +254,8 @@ class Database:
 
     def app_role_problems(self) -> list[str]:
         """Why the role that application transactions run as would not be bound by row-level security:
-        it is a superuser, has BYPASSRLS, or owns tables that have RLS (an owner bypasses RLS unless
-        it is forced). Empty when it is bound."""
+        it is a superuser, has BYPASSRLS, or owns tables that have RLS (RLS is forced, but the owner
+        may take the maintenance route, see :meth:`owner_session`). Empty when it is bound."""
         sql = (
             "SELECT current_user, r.rolsuper, r.rolbypassrls,"
             " (SELECT count(*) FROM pg_class c WHERE c.relrowsecurity AND c.relowner = r.oid)"
@@ -300,8 +306,23 @@ class Database:
 
     @contextmanager
     def owner_session(self) -> Iterator[Session]:
-        """An owner session (not bound by RLS) for migrations and operator-wide maintenance."""
-        with _wrap_errors(), self._owner_sessions() as session:
+        """The owner route: a session of the tables' owner that sees and writes every tenant's rows,
+        for the named maintenance paths only (tenant and key administration with the admin key,
+        crash recovery, cross-tenant expiry/prune/stats, scope-index planning, the CLI's operator
+        commands; ``tests/test_owner_route.py`` lists them and fails on any other caller).
+
+        Row-level security is forced on the tenant tables (migration 0006), so the owner is bound by
+        the policies like any role; each transaction of this session sets
+        ``livingrag.maintenance = 'on'``, which the ``owner_maintenance`` policy honours for the
+        tables' owner alone (a superuser owner bypasses RLS regardless)."""
+        scope, params = local_settings_statement({MAINTENANCE_SETTING: "on"})
+        session = self._owner_sessions()
+
+        @event.listens_for(session, "after_begin")
+        def _maintenance(_session: Session, _tx: Any, connection: Any) -> None:
+            connection.execute(scope, params)
+
+        with _wrap_errors(), session:
             try:
                 yield session
                 session.commit()
@@ -354,4 +375,4 @@ def _first_line(exc: BaseException) -> str:
     return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
 
 
-__all__ = ["TENANT_SETTING", "Database", "DatabaseError", "DatabaseUnavailable"]
+__all__ = ["MAINTENANCE_SETTING", "TENANT_SETTING", "Database", "DatabaseError", "DatabaseUnavailable"]

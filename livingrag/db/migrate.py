@@ -69,6 +69,9 @@ def _run(db: Database, fn: str, revision: str) -> None:
         # the pool's statement_timeout guards queries, not schema changes: rewriting or indexing a
         # large experiences table legitimately takes longer (reset when the connection returns)
         conn.execute(text("SET statement_timeout = 0"))
+        # RLS is forced on the tenant tables (0006): a data migration run by a non-superuser owner
+        # reaches every tenant's rows only through the owner route's maintenance setting
+        conn.execute(text("SET livingrag.maintenance = 'on'"))
         conn.commit()
         try:
             cfg = alembic_config(conn, app_role=db.settings.app_role)
@@ -77,6 +80,7 @@ def _run(db: Database, fn: str, revision: str) -> None:
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATION_LOCK_KEY})
             conn.execute(text("RESET statement_timeout"))
+            conn.execute(text("RESET livingrag.maintenance"))
             conn.commit()
     # Connections opened before the migration may hold stale type info (the vector type).
     db.dispose_app_pools()

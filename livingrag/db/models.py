@@ -31,6 +31,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     Text,
     UniqueConstraint,
     func,
@@ -69,6 +70,30 @@ def _in_corpus() -> ForeignKeyConstraint:
     return ForeignKeyConstraint(["corpus_id", "tenant_id"], ["corpora.id", "corpora.tenant_id"], ondelete="CASCADE")
 
 
+def _pk(table: str, *columns: str) -> PrimaryKeyConstraint:
+    """The primary key of a tenant table: ``tenant_id`` first (migration 0007)."""
+    return PrimaryKeyConstraint("tenant_id", *columns, name=f"{table}_pkey")
+
+
+def _in_tenant(table: str, column: str, parent: str, ondelete: str = "CASCADE") -> ForeignKeyConstraint:
+    """``(tenant_id, column)`` references ``parent (tenant_id, id)``: a row can only reference a row of
+    its own tenant, whoever writes it (foreign-key checks bypass row-level security; migration 0007)."""
+    return ForeignKeyConstraint(
+        ["tenant_id", column],
+        [f"{parent}.tenant_id", f"{parent}.id"],
+        name=f"fk_{table}_{column.removesuffix('_id')}",
+        ondelete=ondelete,
+    )
+
+
+def _id() -> Mapped[int]:
+    return mapped_column(BigInteger, Identity(), nullable=False)
+
+
+def _ref() -> Mapped[int]:
+    return mapped_column(BigInteger, nullable=False)
+
+
 def _now() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
 
@@ -85,11 +110,16 @@ class ApiKey(Base):
     read every column but ``key_hash`` and resolves keys through ``livingrag_api_key_grant``."""
 
     __tablename__ = "api_keys"
-    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_api_keys_tenant_name"),)
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    __table_args__ = (
+        _pk("api_keys", "id"),
+        UniqueConstraint("tenant_id", "name", name="uq_api_keys_tenant_name"),
+        # key hashes are sha256 of 256 random bits: unique by construction; the index serves lookups
+        UniqueConstraint("key_hash", "tenant_id", name="uq_api_keys_key_hash"),
+    )
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_fk()
     name: Mapped[str] = mapped_column(Text, nullable=False)
-    key_hash: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    key_hash: Mapped[str] = mapped_column(Text, nullable=False)
     prefix: Mapped[str] = mapped_column(Text, nullable=False)
     scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False)
     created_at: Mapped[datetime] = _now()
@@ -101,10 +131,11 @@ class ApiKey(Base):
 class Corpus(Base):
     __tablename__ = "corpora"
     __table_args__ = (
+        _pk("corpora", "id"),
         UniqueConstraint("tenant_id", "name", name="uq_corpora_tenant_name"),
         UniqueConstraint("id", "tenant_id", name="uq_corpora_id_tenant"),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_fk()
     name: Mapped[str] = mapped_column(Text, nullable=False)
     embedding_model: Mapped[str] = mapped_column(Text, nullable=False)
@@ -120,12 +151,13 @@ class Corpus(Base):
 class Passage(Base):
     __tablename__ = "passages"
     __table_args__ = (
+        _pk("passages", "id"),
         _in_corpus(),
-        UniqueConstraint("corpus_id", "content_hash", name="uq_passages_corpus_hash"),
+        UniqueConstraint("tenant_id", "corpus_id", "content_hash", name="uq_passages_corpus_hash"),
         Index("ix_passages_corpus_external", "corpus_id", "external_id"),
         Index("ix_passages_corpus_doc", "corpus_id", "doc_key", "chunk_index"),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     external_id: Mapped[str | None] = mapped_column(Text)
@@ -144,14 +176,16 @@ class Passage(Base):
 class Sentence(Base):
     __tablename__ = "sentences"
     __table_args__ = (
+        _pk("sentences", "id"),
         _in_corpus(),
+        _in_tenant("sentences", "passage_id", "passages"),
         Index("ix_sentences_passage", "passage_id"),
         Index("ix_sentences_corpus", "corpus_id"),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
-    passage_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), nullable=False)
+    passage_id: Mapped[int] = _ref()
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     text: Mapped[str] = mapped_column(Text, nullable=False)
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
@@ -160,10 +194,11 @@ class Sentence(Base):
 class Entity(Base):
     __tablename__ = "entities"
     __table_args__ = (
+        _pk("entities", "id"),
         _in_corpus(),
-        UniqueConstraint("corpus_id", "normalized_name", name="uq_entities_corpus_normalized"),
+        UniqueConstraint("tenant_id", "corpus_id", "normalized_name", name="uq_entities_corpus_normalized"),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     name: Mapped[str] = mapped_column(Text, nullable=False)
@@ -176,14 +211,15 @@ class Entity(Base):
 class EntitySentence(Base):
     __tablename__ = "entity_sentences"
     __table_args__ = (
+        _pk("entity_sentences", "entity_id", "sentence_id"),
         _in_corpus(),
+        _in_tenant("entity_sentences", "entity_id", "entities"),
+        _in_tenant("entity_sentences", "sentence_id", "sentences"),
         Index("ix_entity_sentences_sentence", "sentence_id"),
         Index("ix_entity_sentences_corpus", "corpus_id"),
     )
-    entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
-    sentence_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("sentences.id", ondelete="CASCADE"), primary_key=True
-    )
+    entity_id: Mapped[int] = _ref()
+    sentence_id: Mapped[int] = _ref()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
 
@@ -191,12 +227,15 @@ class EntitySentence(Base):
 class PassageEntity(Base):
     __tablename__ = "passage_entities"
     __table_args__ = (
+        _pk("passage_entities", "passage_id", "entity_id"),
         _in_corpus(),
+        _in_tenant("passage_entities", "passage_id", "passages"),
+        _in_tenant("passage_entities", "entity_id", "entities"),
         Index("ix_passage_entities_entity", "entity_id"),
         Index("ix_passage_entities_corpus", "corpus_id"),
     )
-    passage_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
-    entity_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True)
+    passage_id: Mapped[int] = _ref()
+    entity_id: Mapped[int] = _ref()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     mentions: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -206,12 +245,15 @@ class PassageEntity(Base):
 class PassageLink(Base):
     __tablename__ = "passage_links"
     __table_args__ = (
+        _pk("passage_links", "source_id", "target_id"),
         _in_corpus(),
+        _in_tenant("passage_links", "source_id", "passages"),
+        _in_tenant("passage_links", "target_id", "passages"),
         Index("ix_passage_links_target", "target_id"),
         Index("ix_passage_links_corpus", "corpus_id"),
     )
-    source_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
-    target_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("passages.id", ondelete="CASCADE"), primary_key=True)
+    source_id: Mapped[int] = _ref()
+    target_id: Mapped[int] = _ref()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     weight: Mapped[float] = mapped_column(REAL, nullable=False, server_default="1.0")
@@ -220,12 +262,13 @@ class PassageLink(Base):
 class Experience(Base):
     __tablename__ = "experiences"
     __table_args__ = (
+        _pk("experiences", "id"),
         _in_corpus(),
         Index("ix_experiences_scope_created", "tenant_id", "corpus_id", "created_at"),
         Index("ix_experiences_expires", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
         Index("ix_experiences_sources", "source_passage_ids", postgresql_using="gin"),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     query: Mapped[str] = mapped_column(Text, nullable=False)
@@ -257,7 +300,9 @@ class ExperienceEntity(Base):
 
     __tablename__ = "experience_entities"
     __table_args__ = (
+        _pk("experience_entities", "experience_id", "entity_id"),
         _in_corpus(),
+        _in_tenant("experience_entities", "experience_id", "experiences"),
         Index(
             "ix_experience_entities_channel",
             "tenant_id",
@@ -267,10 +312,8 @@ class ExperienceEntity(Base):
             postgresql_include=["experience_id"],
         ),
     )
-    experience_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("experiences.id", ondelete="CASCADE"), primary_key=True
-    )
-    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    experience_id: Mapped[int] = _ref()
+    entity_id: Mapped[int] = _ref()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     weight: Mapped[float] = mapped_column(REAL, nullable=False)
@@ -279,15 +322,18 @@ class ExperienceEntity(Base):
 class WritebackLog(Base):
     __tablename__ = "writeback_log"
     __table_args__ = (
+        _pk("writeback_log", "id"),
         _in_corpus(),
+        # deleting an experience clears experience_id only (tenant_id is the row's own)
+        _in_tenant("writeback_log", "experience_id", "experiences", ondelete="SET NULL (experience_id)"),
         Index("ix_writeback_log_scope_created", "tenant_id", "corpus_id", "created_at"),
         Index("ix_writeback_log_experience", "experience_id", postgresql_where=text("experience_id IS NOT NULL")),
     )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     query_log_id: Mapped[int | None] = mapped_column(BigInteger)
-    experience_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("experiences.id", ondelete="SET NULL"))
+    experience_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _now()
     query: Mapped[str] = mapped_column(Text, nullable=False)
     novelty: Mapped[float | None] = mapped_column(REAL)
@@ -301,8 +347,12 @@ class WritebackLog(Base):
 
 class QueryLog(Base):
     __tablename__ = "query_log"
-    __table_args__ = (_in_corpus(), Index("ix_query_log_scope_created", "tenant_id", "corpus_id", "created_at"))
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    __table_args__ = (
+        _pk("query_log", "id"),
+        _in_corpus(),
+        Index("ix_query_log_scope_created", "tenant_id", "corpus_id", "created_at"),
+    )
+    id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
     corpus_id: Mapped[int] = _corpus_col()
     created_at: Mapped[datetime] = _now()

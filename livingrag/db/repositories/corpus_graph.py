@@ -342,7 +342,7 @@ def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: 
         text(
             "INSERT INTO entities AS x (tenant_id, corpus_id, name, normalized_name, surface_forms, label, embedding)"
             " SELECT :t, :c, name, key, surface_forms, label, embedding FROM _lrg_entities"
-            " ON CONFLICT (corpus_id, normalized_name) DO UPDATE"
+            " ON CONFLICT (tenant_id, corpus_id, normalized_name) DO UPDATE"
             " SET surface_forms = ARRAY(SELECT DISTINCT f FROM unnest(x.surface_forms || EXCLUDED.surface_forms) AS f"
             "   ORDER BY f LIMIT 32),"
             "   embedding = COALESCE(x.embedding, EXCLUDED.embedding)"
