@@ -547,6 +547,12 @@ def count_corpus_experiences(session: Session, corpus_id: int) -> int:
     )
 
 
+def count_tenant_experiences(session: Session, tenant_id: int) -> int:
+    """Experiences of one tenant over all its corpora (active, stale and expired alike)."""
+    sql = text("SELECT count(*) FROM experiences WHERE tenant_id = :t")
+    return int(session.execute(sql, {"t": int(tenant_id)}).scalar_one())
+
+
 def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     """Delete every experience of one corpus (their entity rows cascade; write-back log rows keep
     their decision with ``experience_id`` set to NULL); returns the number deleted."""
