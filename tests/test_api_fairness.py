@@ -183,3 +183,48 @@ def test_a_change_to_one_corpus_holds_up_neither_another_tenant_nor_health(db: D
                 t.join(10)
             r = client.post(f"/v1/corpora/{ca}/passages", json={"passages": CORPUS[2:3]}, headers=auth(a))
             assert r.status_code == 201, r.text
+
+
+def test_health_answers_while_every_request_thread_is_taken(db: Database, database_url: str) -> None:
+    import anyio.to_thread
+
+    with OpenAICompatServer() as llm:
+        settings = api_settings(database_url, llm.base_url, api={"index_lock_wait_s": 3.0})
+        with app_client(db, settings) as client:
+            _, a = _tenant(db)
+            ca = seed_corpus(client, a, docs=CORPUS[:2])
+            svc = client.app.state.services
+            held, release = threading.Event(), threading.Event()
+
+            async def set_threads(n: int) -> int:
+                limiter = anyio.to_thread.current_default_thread_limiter()
+                old = int(limiter.total_tokens)
+                limiter.total_tokens = n
+                return old
+
+            def hold_corpus() -> None:
+                with svc.index_locks.hold(ca, None):
+                    held.set()
+                    release.wait(30)
+
+            holder = threading.Thread(target=hold_corpus)
+            holder.start()
+            assert held.wait(5)
+            old = client.portal.call(set_threads, 1)  # one thread for every sync route
+            waiting = threading.Thread(
+                target=lambda: client.post(
+                    f"/v1/corpora/{ca}/passages", json={"passages": CORPUS[2:3]}, headers=auth(a)
+                )
+            )
+            try:
+                waiting.start()
+                time.sleep(0.5)  # the add now waits for the corpus on the only thread
+                t0 = time.monotonic()
+                r = client.get("/health")
+                took = time.monotonic() - t0
+                assert r.status_code == 200 and took < 1.5, (r.status_code, took)
+            finally:
+                release.set()
+                holder.join(10)
+                waiting.join(30)
+                client.portal.call(set_threads, old)
