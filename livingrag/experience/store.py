@@ -529,11 +529,13 @@ class ExperienceStore:
 
     def _over_quota(self, s: Session, tenant_id: int) -> str | None:
         """Why the tenant may store no more experiences (``api.max_experiences_per_tenant``
-        reached), or None. Checked in the storing transaction, so a candidate that passed its
-        gates is logged as ``dropped`` with this reason instead of stored."""
+        reached), or None. Checked in the storing transaction under a per-tenant lock, so the quota
+        holds with several write-back threads and replicas; a candidate that passed its gates is
+        logged as ``dropped`` with this reason instead of stored."""
         limit = self.settings.api.max_experiences_per_tenant
         if limit is None:
             return None
+        repo.lock_tenant_experiences(s, tenant_id)  # taken last, after the corpus locks: no cycle
         held = repo.count_tenant_experiences(s, tenant_id)
         if not over_quota(limit, held, 1):
             return None
