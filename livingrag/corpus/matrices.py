@@ -156,7 +156,13 @@ class GraphCache:
                 if graph is not None and version is not None and graph.version >= version:
                     self._graphs.move_to_end(key)
                     return graph
-            graph = load_graph(db, tenant_id, corpus_id, dim)
+            try:
+                graph = load_graph(db, tenant_id, corpus_id, dim)
+            except BaseException:
+                with self._lock:
+                    if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
+                        self._loading.pop(key, None)
+                raise
             self.put(key, graph, now=now)
             return graph
 
