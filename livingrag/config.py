@@ -428,6 +428,47 @@ class APISettings(_Group):
     max_request_bytes: int = Field(default=2_000_000, ge=1024, description="Largest accepted request body.")
     max_question_chars: int = Field(default=4000, ge=16, description="Longest accepted question.")
     max_inflight: int = Field(default=64, ge=1, description="Concurrent /v1/ask calls before 429.")
+    tenant_max_inflight: int = Field(
+        default=8, ge=1, description="Concurrent /v1/ask calls of one tenant before 429 (within api.max_inflight)."
+    )
+    tenant_rate_per_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Requests per second one tenant may make on the tenant routes (token bucket; 0: no limit); "
+        "past it 429 with Retry-After.",
+    )
+    tenant_burst: int = Field(default=20, ge=1, description="Token-bucket size of api.tenant_rate_per_s.")
+    tenant_max_pending_jobs: int = Field(
+        default=10, ge=1, description="Queued or running index jobs of one tenant before 429."
+    )
+    max_pending_jobs: int = Field(default=100, ge=1, description="Queued or running index jobs in all before 429.")
+    index_lock_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long a request changing a corpus waits for that corpus's running change before 429 "
+        "index_busy (other corpora never wait).",
+    )
+    max_corpora_per_tenant: int | None = Field(
+        default=None, ge=0, description="Corpora one tenant may have (None: no quota); past it 409 quota_exceeded."
+    )
+    max_passages_per_corpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="Passages one corpus may hold (None: no quota); a batch that would pass it is refused whole "
+        "(409 quota_exceeded).",
+    )
+    max_experiences_per_tenant: int | None = Field(
+        default=None,
+        ge=0,
+        description="Experiences one tenant may store (None: no quota); past it write-back logs the candidate as "
+        "dropped, naming the quota.",
+    )
+    graph_cache_max_graphs: int = Field(
+        default=32, ge=1, description="Corpus graphs kept in memory; the least recently used is evicted past it."
+    )
+    graph_cache_max_mb: float | None = Field(
+        default=None, gt=0, description="Memory budget of the kept corpus graphs in MB (None: only the count bounds)."
+    )
     writeback_queue_size: int = Field(
         default=1000, ge=1, description="Pending write-back candidates before new ones are dropped (and logged)."
     )

@@ -35,6 +35,16 @@ class Conflict(LivingRAGError):
     """The operation would leave an object in a state that is not allowed (the message says why)."""
 
 
+class QuotaExceeded(Conflict):
+    """A tenant's quota (a setting such as ``api.max_corpora_per_tenant``) would be exceeded; the
+    message names the quota and its value, and nothing was written."""
+
+    def __init__(self, quota: str, limit: int, message: str) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.limit = limit
+
+
 class InvalidInput(LivingRAGError):
     """User input is malformed; the message names what was wrong and where."""
 

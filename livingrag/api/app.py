@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from livingrag import __version__
 from livingrag.api import console, errors
 from livingrag.api.deps import Services
+from livingrag.api.fairness import TenantRateLimiter, TenantSlots
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
@@ -110,8 +111,12 @@ def create_app(
             settings=settings,
             db=database,
             rag=pipeline,
-            jobs=JobRegistry(),
+            jobs=JobRegistry(
+                max_pending=settings.api.max_pending_jobs, tenant_max_pending=settings.api.tenant_max_pending_jobs
+            ),
             ask_slots=threading.BoundedSemaphore(settings.api.max_inflight),
+            tenant_slots=TenantSlots(settings.api.tenant_max_inflight),
+            rate=TenantRateLimiter(settings.api.tenant_rate_per_s, settings.api.tenant_burst),
         )
         app.state.services = svc
         _recover_writebacks(svc)

@@ -21,6 +21,7 @@ from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.errors import ApiError
+from livingrag.api.fairness import KeyedLocks, TenantRateLimiter, TenantSlots
 from livingrag.api.jobs import JobRegistry
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
@@ -33,14 +34,18 @@ if TYPE_CHECKING:
 
 @dataclass
 class Services:
-    """Everything one app instance holds: settings, database, pipeline, jobs and limits."""
+    """Everything one app instance holds: settings, database, pipeline, jobs and limits: the global
+    (``ask_slots``) and per-tenant (``tenant_slots``) question slots, the per-tenant request rate
+    (``rate``) and one lock per corpus for changes to its graph (``index_locks``)."""
 
     settings: Settings
     db: Database
     rag: LivingRAG
     jobs: JobRegistry
     ask_slots: threading.BoundedSemaphore
-    index_lock: threading.Lock = field(default_factory=threading.Lock)
+    tenant_slots: TenantSlots
+    rate: TenantRateLimiter
+    index_locks: KeyedLocks = field(default_factory=KeyedLocks)
     models_loaded: threading.Event = field(default_factory=threading.Event)
     models_error: str | None = None
 
@@ -115,16 +120,20 @@ def key_grant(
 
 def require(*scopes: str) -> Callable[..., int]:
     """A dependency returning the calling tenant's id when its key has one of ``scopes``; 403
-    naming the scope otherwise."""
+    naming the scope otherwise, 429 with ``Retry-After`` past the tenant's request rate
+    (``api.tenant_rate_per_s``)."""
     unknown = set(scopes) - set(api_keys.SCOPES)
     if not scopes or unknown:
         raise ValueError(f"scopes must be some of {api_keys.SCOPES}, got {scopes}")
     needed = " or ".join(f"'{s}'" for s in scopes)
 
-    def scoped(grant: KeyGrant = Depends(key_grant)) -> int:
+    def scoped(grant: KeyGrant = Depends(key_grant), svc: Services = Depends(services)) -> int:
         if grant.scopes.isdisjoint(scopes):
             have = ", ".join(s for s in api_keys.SCOPES if s in grant.scopes)
             raise ApiError(403, "forbidden", f"this key lacks the {needed} scope (it has: {have})")
+        refusal = svc.rate.admit(grant.tenant_id)
+        if refusal is not None:
+            raise ApiError(429, "rate_limited", refusal.message, {"Retry-After": str(refusal.retry_after_s)})
         return grant.tenant_id
 
     scoped.__name__ = f"require_{'_or_'.join(scopes)}"

@@ -53,6 +53,7 @@ _MAP: list[tuple[type[BaseException], int, str]] = [
     (e.AuthenticationError, 401, "unauthorized"),
     (JobQueueFull, 429, "too_many_requests"),
     (e.NotFound, 404, "not_found"),
+    (e.QuotaExceeded, 409, "quota_exceeded"),
     (e.AlreadyExists, 409, "already_exists"),
     (e.Conflict, 409, "conflict"),
     (e.InvalidInput, 422, "invalid_input"),

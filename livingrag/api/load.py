@@ -133,3 +133,182 @@ def run_load(
         t.join(seconds + timeout_s + 30)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST and decode: (status, JSON body); status 0 for a transport failure."""
+    try:
+        r = http.post(path, json=body)
+    except httpx.HTTPError as exc:
+        return 0, {"transport": f"{type(exc).__name__}: {exc}"}
+    try:
+        return r.status_code, (r.json() if r.content else {})
+    except ValueError:
+        return r.status_code, {"raw": r.text[:300]}
+
+
+def _record(report: LoadReport, lock: threading.Lock, kind: str, status: int, ms: float, body: Any) -> None:
+    with lock:
+        report.statuses[(kind, status)] += 1
+        if 200 <= status < 300:
+            report.latencies_ms.setdefault(kind, []).append(ms)
+        elif status not in (429,) and len(report.errors) < 20:
+            report.errors.append(f"{kind} {status}: {str(body)[:300]}")
+
+
+def steady_asker(
+    url: str,
+    key: str,
+    corpus_id: int,
+    *,
+    rate_per_s: float,
+    seconds: float,
+    questions: Sequence[str] = DEFAULT_QUESTIONS,
+    ask_body: dict[str, Any] | None = None,
+    timeout_s: float = 60.0,
+) -> LoadReport:
+    """One client asking at a steady ``rate_per_s`` (open loop: the k-th question is sent at
+    ``k / rate_per_s`` s, or as soon as the previous one returned when it is late) for ``seconds``.
+    Only 429 is an expected refusal here; any other non-2xx is an error."""
+    report = LoadReport(clients=1, seconds=seconds)
+    lock = threading.Lock()
+    t0 = time.monotonic()
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s) as http:
+        k = 0
+        while (due := t0 + k / rate_per_s) < t0 + seconds:
+            time.sleep(max(0.0, due - time.monotonic()))
+            body = {"question": questions[k % len(questions)], "corpus": corpus_id} | (ask_body or {})
+            t = time.perf_counter()
+            status, payload = _post(http, "/v1/ask", body)
+            _record(report, lock, "ask", status, (time.perf_counter() - t) * 1000.0, payload)
+            k += 1
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def flood(
+    url: str,
+    key: str,
+    corpus_id: int,
+    *,
+    ask_clients: int,
+    index_clients: int,
+    seconds: float,
+    questions: Sequence[str] = DEFAULT_QUESTIONS,
+    ask_body: dict[str, Any] | None = None,
+    job_documents: int = 3,
+    timeout_s: float = 60.0,
+    backoff_s: float = 0.2,
+    tag: str = "flood",
+) -> LoadReport:
+    """One tenant flooding for ``seconds`` from closed-loop clients without pause: ``ask_clients``
+    ask questions (kind ``ask``), ``index_clients`` alternate an index job of ``job_documents``
+    new documents (``job``) and a passage add (``add``). 429 is an expected refusal, after which a
+    client waits ``backoff_s`` (it does not read ``Retry-After``)."""
+    report = LoadReport(clients=ask_clients + index_clients, seconds=seconds)
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def request(n: int, i: int, asking: bool) -> tuple[str, str, dict[str, Any]]:
+        if asking:
+            q = questions[(n + i) % len(questions)]
+            return "ask", "/v1/ask", {"question": q, "corpus": corpus_id} | (ask_body or {})
+        if i % 2 == 0:
+            docs = [
+                {"title": f"{tag} {n}-{i}-{j}", "text": f"{tag} town {n}{i}{j} lies by the lake Vessa in Orm."}
+                for j in range(job_documents)
+            ]
+            return "job", f"/v1/corpora/{corpus_id}/index-jobs", {"documents": docs}
+        text = f"{tag} passage {n}-{i}: the mill {n}{i} stands on the river Ostra."
+        return "add", f"/v1/corpora/{corpus_id}/passages", {"passages": [{"title": text[:30], "text": text}]}
+
+    def client(n: int, asking: bool) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s) as http:
+            i = 0
+            while time.monotonic() < stop_at:
+                i += 1
+                kind, path, body = request(n, i, asking)
+                t = time.perf_counter()
+                status, payload = _post(http, path, body)
+                _record(report, lock, kind, status, (time.perf_counter() - t) * 1000.0, payload)
+                if status in (0, 429):
+                    time.sleep(backoff_s)
+
+    t0 = time.monotonic()
+    roles = [True] * ask_clients + [False] * index_clients
+    threads = [
+        threading.Thread(target=client, args=(n, asking), name=f"flood-{n}", daemon=True)
+        for n, asking in enumerate(roles)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + timeout_s + 30)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+@dataclass
+class TwoTenantReport:
+    """Tenant B asking at a steady rate, alone (``unloaded``) and while tenant A floods
+    (``loaded``, A's own requests in ``flood``)."""
+
+    unloaded: LoadReport
+    loaded: LoadReport
+    flood: LoadReport
+
+    @property
+    def p95_ratio(self) -> float:
+        """B's loaded p95 over its unloaded p95."""
+        return self.loaded.percentile("ask", 95) / self.unloaded.percentile("ask", 95)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "b_unloaded": self.unloaded.summary(),
+            "b_loaded": self.loaded.summary(),
+            "a_flood": self.flood.summary(),
+            "b_p95_ratio": round(self.p95_ratio, 2),
+        }
+
+
+def run_two_tenants(
+    url: str,
+    flooder: tuple[str, int],
+    asker: tuple[str, int],
+    *,
+    seconds: float = 20.0,
+    flood_ask_clients: int = 8,
+    flood_index_clients: int = 4,
+    asker_rate_per_s: float = 4.0,
+    asker_body: dict[str, Any] | None = None,
+    flood_body: dict[str, Any] | None = None,
+) -> TwoTenantReport:
+    """Fairness between two tenants, each given as (API key, corpus id): B (``asker``) asks at
+    ``asker_rate_per_s`` for ``seconds`` alone, then for ``seconds`` more while A (``flooder``)
+    floods questions from ``flood_ask_clients`` clients and index jobs and passage adds from
+    ``flood_index_clients`` (:func:`flood`)."""
+    b_key, b_corpus = asker
+    a_key, a_corpus = flooder
+    unloaded = steady_asker(url, b_key, b_corpus, rate_per_s=asker_rate_per_s, seconds=seconds, ask_body=asker_body)
+    out: dict[str, LoadReport] = {}
+    flooding = threading.Thread(
+        target=lambda: out.setdefault(
+            "a",
+            flood(
+                url,
+                a_key,
+                a_corpus,
+                ask_clients=flood_ask_clients,
+                index_clients=flood_index_clients,
+                seconds=seconds + 1.0,
+                ask_body=flood_body,
+            ),
+        ),
+        name="flooder",
+        daemon=True,
+    )
+    flooding.start()
+    time.sleep(1.0)  # A is flooding before B's loaded phase starts
+    loaded = steady_asker(url, b_key, b_corpus, rate_per_s=asker_rate_per_s, seconds=seconds, ask_body=asker_body)
+    flooding.join(seconds + 120)
+    return TwoTenantReport(unloaded=unloaded, loaded=loaded, flood=out["a"])

@@ -71,10 +71,15 @@ def llm(
 @app.command(
     help="Load a running HTTP service (`livingrag serve`) with concurrent clients that ask questions and add "
     "passages for a while, then print latency percentiles (p50/p95/p99) per request kind, throughput and "
-    "status counts. Adds passages to the corpus you name: use a scratch corpus."
+    "status counts. Adds passages to the corpus you name: use a scratch corpus. With --flood-key and "
+    "--flood-corpus it measures fairness instead: the tenant of --key asks at --rate questions/s, alone and then "
+    "while the flood tenant's --clients clients ask and half as many send index jobs and passage adds; it prints "
+    "both p95s "
+    "and their ratio."
     + examples(
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1 --clients 32 --seconds 60 --json",
+        "livingrag bench api --key lrg_B... --corpus 2 --flood-key lrg_A... --flood-corpus 1 --clients 8 --seconds 20",
     )
 )
 def api(
@@ -86,8 +91,27 @@ def api(
     add_every: int = typer.Option(5, "--add-every", min=0, help="Every n-th request of a client adds a passage."),
     question: list[str] = typer.Option([], "--question", help="Questions to ask (repeatable; default: built-in)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    flood_key: str | None = typer.Option(None, "--flood-key", help="Fairness run: the flooding tenant's key."),
+    flood_corpus: int | None = typer.Option(None, "--flood-corpus", min=1, help="Fairness run: its corpus id."),
+    rate: float = typer.Option(4.0, "--rate", min=0.1, help="Fairness run: questions/s of the --key tenant."),
 ) -> None:
-    from livingrag.api.load import DEFAULT_QUESTIONS, run_load
+    from livingrag.api.load import DEFAULT_QUESTIONS, run_load, run_two_tenants
+
+    if (flood_key is None) != (flood_corpus is None):
+        raise typer.BadParameter("give --flood-key and --flood-corpus together")
+    if flood_key is not None and flood_corpus is not None:
+        fair = run_two_tenants(
+            url, (flood_key, flood_corpus), (key, corpus), seconds=seconds, flood_ask_clients=clients,
+            flood_index_clients=max(1, clients // 2), asker_rate_per_s=rate, asker_body={"mode": "linear"},
+        )  # fmt: skip
+        fs = fair.summary()
+        if as_json:
+            print_json(fs)
+            return
+        for name in ("b_unloaded", "b_loaded", "a_flood"):
+            console.print(f"{name}: " + ", ".join(f"{k}: {v}" for k, v in fs[name].items()), highlight=False)
+        console.print(f"p95 of the asking tenant, loaded / unloaded: {fs['b_p95_ratio']}")
+        return
 
     report = run_load(
         url, key, corpus, clients=clients, seconds=seconds, add_every=add_every,

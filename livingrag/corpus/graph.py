@@ -47,6 +47,7 @@ from livingrag.db.repositories import corpora
 from livingrag.db.repositories import corpus_graph as repo
 from livingrag.errors import AlreadyExists, InvalidInput, NotFound
 from livingrag.models.threads import set_torch_threads
+from livingrag.quotas import check_quota
 from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
@@ -178,8 +179,10 @@ class CorpusIndexer:
         sentence_embeddings: str = "late",
         threads: int | None = None,
         progress: Progress | None = None,
+        max_passages: int | None = None,
     ) -> None:
         self.db = db
+        self.max_passages = max_passages
         self.tenant_id = tenant_id
         self.corpus = corpus
         self._extractor = extractor
@@ -222,7 +225,9 @@ class CorpusIndexer:
         return self.index_documents(docs, report=report)
 
     def index_documents(self, docs: Sequence[Document], *, report: IndexReport | None = None) -> IndexReport:
-        """Chunk, skip what the corpus holds, and index the rest batch by batch."""
+        """Chunk, skip what the corpus holds, and index the rest batch by batch; a batch whose new
+        passages would take the corpus past ``max_passages`` raises :class:`QuotaExceeded` before
+        anything is written."""
         report = report or IndexReport(corpus=self.corpus.name)
         t_start, c_start = time.perf_counter(), time.process_time()
         t, c = t_start, c_start
@@ -239,7 +244,10 @@ class CorpusIndexer:
         report.documents = len(docs)
         with self.db.tenant_session(self.tenant_id) as s:
             present = repo.existing_hashes(s, self.corpus.id, [d.content_hash for d in drafts])
-        todo = [d for d in drafts if d.content_hash not in present]
+            todo = [d for d in drafts if d.content_hash not in present]
+            if self.max_passages is not None:  # refused whole: nothing of the batch is written
+                held = repo.count_passages(s, self.corpus.id)
+                check_quota("api.max_passages_per_corpus", self.max_passages, held, len(todo), "passages per corpus")
         report.skipped_existing = len(drafts) - len(todo)
         report.add_time("plan", time.perf_counter() - t, time.process_time() - c)
         if todo:

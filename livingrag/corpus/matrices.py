@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,16 +105,32 @@ def current_version(db: Database, tenant_id: int, corpus_id: int) -> int | None:
 
 
 class GraphCache:
-    """One loaded graph per corpus, replaced when the corpus version in the database changes.
+    """Loaded graphs per (tenant, corpus), replaced when the corpus version in the database changes
+    and bounded: past ``max_graphs`` graphs or ``max_bytes`` (:meth:`CorpusGraph.nbytes`) the least
+    recently used ones are evicted (the graph just loaded is always kept, even when it alone is
+    over the byte budget). A request holding an evicted graph keeps using it; the next one reloads.
 
     ``check_interval_s`` bounds how often the version is read (0: on every :meth:`get`).
     """
 
-    def __init__(self, check_interval_s: float = 0.0) -> None:
+    def __init__(
+        self, check_interval_s: float = 0.0, *, max_graphs: int | None = None, max_bytes: int | None = None
+    ) -> None:
         self.check_interval_s = check_interval_s
-        self._graphs: dict[tuple[int, int], CorpusGraph] = {}
+        self.max_graphs = max_graphs
+        self.max_bytes = max_bytes
+        self._graphs: OrderedDict[tuple[int, int], CorpusGraph] = OrderedDict()
+        self._sizes: dict[tuple[int, int], int] = {}
         self._checked: dict[tuple[int, int], float] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._loading: dict[tuple[int, int], threading.Lock] = {}
+        self.evictions = 0
+
+    def configure(self, *, max_graphs: int | None, max_bytes: int | None) -> None:
+        """Set the bounds (and evict what is now over them)."""
+        with self._lock:
+            self.max_graphs, self.max_bytes = max_graphs, max_bytes
+            self._evict(keep=None)
 
     def get(self, db: Database, tenant_id: int, corpus_id: int, dim: int) -> CorpusGraph:
         key = (tenant_id, corpus_id)
@@ -121,24 +138,80 @@ class GraphCache:
         with self._lock:
             graph = self._graphs.get(key)
             if graph is not None and now - self._checked.get(key, 0.0) < self.check_interval_s:
+                self._graphs.move_to_end(key)
                 return graph
         version = current_version(db, tenant_id, corpus_id)
         with self._lock:
             graph = self._graphs.get(key)
             if graph is not None and graph.version == version:
                 self._checked[key] = now
+                self._graphs.move_to_end(key)
                 return graph
-            graph = load_graph(db, tenant_id, corpus_id, dim)
-            self._graphs[key] = graph
-            self._checked[key] = now
+            loading = self._loading.setdefault(key, threading.Lock())
+        # Loaded outside the cache's lock: one corpus loading never holds up another's requests;
+        # requests for the same corpus wait for the one load.
+        with loading:
+            with self._lock:
+                graph = self._graphs.get(key)
+                if graph is not None and version is not None and graph.version >= version:
+                    self._graphs.move_to_end(key)
+                    return graph
+            try:
+                graph = load_graph(db, tenant_id, corpus_id, dim)
+            except BaseException:
+                with self._lock:
+                    if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
+                        self._loading.pop(key, None)
+                raise
+            self.put(key, graph, now=now)
             return graph
+
+    def put(self, key: tuple[int, int], graph: CorpusGraph, *, now: float | None = None) -> None:
+        """Keep ``graph`` under ``key`` as the most recently used, then evict past the bounds."""
+        with self._lock:
+            self._graphs[key] = graph
+            self._graphs.move_to_end(key)
+            self._sizes[key] = int(graph.nbytes())
+            self._checked[key] = time.monotonic() if now is None else now
+            self._evict(keep=key)
+
+    def _evict(self, keep: tuple[int, int] | None) -> None:
+        """Drop least recently used graphs (never ``keep``) until both bounds hold."""
+        for key in list(self._graphs):
+            over_count = self.max_graphs is not None and len(self._graphs) > self.max_graphs
+            over_bytes = self.max_bytes is not None and self.nbytes_locked() > self.max_bytes
+            if not (over_count or over_bytes):
+                return
+            if key == keep:
+                continue
+            self._drop(key)
+            self.evictions += 1
+            log.info("graph cache: evicted corpus %s of tenant %s", key[1], key[0])
+
+    def _drop(self, key: tuple[int, int]) -> None:
+        self._loading.pop(key, None)
+        self._graphs.pop(key, None)
+        self._sizes.pop(key, None)
+        self._checked.pop(key, None)
+
+    def nbytes_locked(self) -> int:
+        return sum(self._sizes.values())
+
+    def keys(self) -> list[tuple[int, int]]:
+        """The cached (tenant, corpus) keys, least recently used first."""
+        with self._lock:
+            return list(self._graphs)
+
+    def nbytes(self) -> int:
+        """Bytes of the cached graphs."""
+        with self._lock:
+            return self.nbytes_locked()
 
     def invalidate(self, tenant_id: int | None = None, corpus_id: int | None = None) -> None:
         with self._lock:
             for key in list(self._graphs):
                 if (tenant_id is None or key[0] == tenant_id) and (corpus_id is None or key[1] == corpus_id):
-                    self._graphs.pop(key, None)
-                    self._checked.pop(key, None)
+                    self._drop(key)
 
 
 __all__ = ["GraphCache", "current_version", "graph_from_tables", "load_graph"]

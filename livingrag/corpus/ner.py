@@ -88,14 +88,21 @@ class SpacyExtractor:
         self.batch_size = batch_size
         self._nlp = _load_spacy(model)
         self._lock = threading.Lock()
+        self._pipe_lock = threading.Lock()
 
     @property
     def pipe_names(self) -> list[str]:
         return list(self._nlp.pipe_names)
 
     def extract_passages(self, texts: Sequence[str]) -> Iterator[Extraction]:
-        for doc in self._nlp.pipe(texts, batch_size=self.batch_size):
-            yield _extraction_from_doc(doc)
+        # One batch at a time under a lock of its own: two corpora indexing at once (their index
+        # locks are per corpus) take turns by the batch, and questions (extract_question) never
+        # wait for passages.
+        for i in range(0, len(texts), self.batch_size):
+            with self._pipe_lock:
+                docs = list(self._nlp.pipe(texts[i : i + self.batch_size], batch_size=self.batch_size))
+            for doc in docs:
+                yield _extraction_from_doc(doc)
 
     def extract_question(self, question: str) -> list[str]:
         with self._lock:  # a spaCy Language object is not safe to call from two threads at once

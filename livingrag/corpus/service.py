@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from livingrag.db.repositories import corpora, tenants
 from livingrag.errors import AlreadyExists, NotFound
+from livingrag.quotas import check_quota
 from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ def embedding_dim(settings: Settings) -> int:
 def create_corpus(
     db: Database, tenant_id: int, name: str, settings: Settings, *, preset: str | None = None
 ) -> CorpusInfo:
-    """A new corpus recording the embedding model, its dimension and the extractor of ``settings``,
+    """A new corpus recording the embedding model, its dimension and the extractor of ``settings``
+    (:class:`QuotaExceeded` past ``api.max_corpora_per_tenant``),
     and the retrieval preset it is to be searched with (``preset``, else ``retrieval.preset``):
     :func:`livingrag.retrieval.presets.preset_for` uses it unless the settings name another one."""
     from livingrag.retrieval.presets import preset_params
@@ -73,7 +75,11 @@ def create_corpus(
     preset = preset or settings.retrieval.preset
     preset_params(preset)  # an unknown name is an InvalidInput naming the known ones
     dim = embedding_dim(settings)
+    limit = settings.api.max_corpora_per_tenant
     with db.tenant_session(tenant_id) as s:
+        if limit is not None:
+            corpora.lock_tenant_corpora(s, tenant_id)
+            check_quota("api.max_corpora_per_tenant", limit, corpora.count_corpora(s, tenant_id), 1, "corpora")
         return corpora.create_corpus(
             s,
             tenant_id,
@@ -132,6 +138,7 @@ def indexer(
         sentence_embeddings=str(stored.get("sentence_embeddings", m.sentence_embeddings)),
         batch_size=m.index_batch_size,
         threads=m.index_threads,
+        max_passages=settings.api.max_passages_per_corpus,
         embedding_batch_size=m.embedding_batch_size,
         progress=progress,
     )

@@ -57,6 +57,7 @@ from livingrag.experience.types import (
 )
 from livingrag.experience.verifiers import ResolvedVerifier, TextEncoder, Verifier, build_verifier
 from livingrag.generation.llm import LLM
+from livingrag.quotas import over_quota
 from livingrag.types import QueryEncoding
 
 log = logging.getLogger(__name__)
@@ -517,6 +518,12 @@ class ExperienceStore:
                 return WriteBackResult(
                     "rejected_novelty", ns2, gs, resolved.name, None, log_id, None, verdicts, timings
                 )
+            refusal = self._over_quota(s, c.tenant_id)
+            if refusal is not None:
+                details |= {"stage": "quota", "quota": "api.max_experiences_per_tenant"}
+                timings["total_ms"] = _ms(t0)
+                log_id = self._log(s, c, "dropped", ns2, gs, resolved, details, timings, None, refusal)
+                return WriteBackResult("dropped", ns2, gs, resolved.name, None, log_id, refusal, verdicts, timings)
             t6 = time.perf_counter()
             exp_id = repo.insert_experience(s, new)
             details |= {"stage": "stored", "map_size": len(stored_map), "novelty_recheck": ns2}
@@ -525,6 +532,21 @@ class ExperienceStore:
             log_id = self._log(s, c, "stored", ns2, gs, resolved, details, timings, exp_id, None)
         self._warm_template(exp_id, new.query_template)
         return WriteBackResult("stored", ns2, gs, resolved.name, exp_id, log_id, None, verdicts, timings)
+
+    def _over_quota(self, s: Session, tenant_id: int) -> str | None:
+        """Why the tenant may store no more experiences (``api.max_experiences_per_tenant``
+        reached), or None. Checked in the storing transaction under a per-tenant lock, so the quota
+        holds with several write-back threads and replicas; a candidate that passed its gates is
+        logged as ``dropped`` with this reason instead of stored."""
+        limit = self.settings.api.max_experiences_per_tenant
+        if limit is None:
+            return None
+        repo.lock_tenant_experiences(s, tenant_id)  # taken last, after the corpus locks: no cycle
+        held = repo.count_tenant_experiences(s, tenant_id)
+        if not over_quota(limit, held, 1):
+            return None
+        log.warning("write-back: tenant %s is at its experience quota (%d of %d)", tenant_id, held, limit)
+        return f"quota exceeded: api.max_experiences_per_tenant = {limit} experiences; the tenant has {held}"
 
     @staticmethod
     def _changed_evidence(s: Session, c: _Checked) -> list[int]:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from livingrag.types import RetrievalResult
 
-Decision = Literal["stored", "rejected_novelty", "rejected_grounding", "error"]
+Decision = Literal["stored", "rejected_novelty", "rejected_grounding", "error", "dropped"]
+"""``dropped``: not stored for want of room (the tenant's experience quota, ``api.max_experiences_per_tenant``)."""
 
 
 @dataclass(frozen=True)

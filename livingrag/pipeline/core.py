@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -45,7 +46,7 @@ from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, 
 from livingrag.models.threads import set_torch_threads
 from livingrag.pipeline.modes import Mode
 from livingrag.pipeline.writeback import WritebackWorker
-from livingrag.retrieval.retriever import Retriever
+from livingrag.retrieval.retriever import Retriever, shared_graph_cache
 from livingrag.types import CorpusInfo, RetrievalResult, RetrievedPassage
 
 if TYPE_CHECKING:
@@ -152,8 +153,13 @@ class LivingRAG:
         self.store = store if store is not None else ExperienceStore(self.db, settings, llm=llm)
         self.style = resolve_answer_style(settings.llm)
         self.mask_scaffolds = scaffolds_masked(settings)
-        self._retrievers: dict[tuple[int, int], Retriever] = {}
+        self._retrievers: OrderedDict[tuple[int, int], Retriever] = OrderedDict()
         self._lock = threading.Lock()
+        api = settings.api
+        shared_graph_cache().configure(
+            max_graphs=api.graph_cache_max_graphs,
+            max_bytes=None if api.graph_cache_max_mb is None else int(api.graph_cache_max_mb * 1_000_000),
+        )
         self._worker: WritebackWorker[_Job] = WritebackWorker(
             self._run_writeback,
             threads=writeback_threads,
@@ -194,6 +200,11 @@ class LivingRAG:
             if r is None:
                 r = Retriever.from_settings(self.db, tenant_id, corpus, self.settings)
                 self._retrievers[key] = r
+            self._retrievers.move_to_end(key)
+            # Bounded like the graph cache: an evicted retriever still serves whoever holds it,
+            # and its embedding thread ends once it is no longer referenced.
+            while len(self._retrievers) > self.settings.api.graph_cache_max_graphs:
+                self._retrievers.popitem(last=False)
             return r
 
     # ---------------------------------------------------------------- answering

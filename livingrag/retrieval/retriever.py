@@ -57,6 +57,11 @@ log = logging.getLogger(__name__)
 _shared_cache = GraphCache()
 
 
+def shared_graph_cache() -> GraphCache:
+    """The process's graph cache, which retrievers use unless given another."""
+    return _shared_cache
+
+
 class Retriever:
     """LinearRAG retrieval over one corpus of one tenant (thread-safe)."""
 

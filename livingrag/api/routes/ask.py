@@ -2,7 +2,8 @@
 
 The answer returns as soon as the LLM has answered; the experience write-back is queued on the
 pipeline's worker (a full queue drops the candidate and logs the drop). At most
-``api.max_inflight`` questions are answered at once; more get 429 at once instead of waiting.
+``api.tenant_max_inflight`` questions of one tenant and ``api.max_inflight`` in all are answered
+at once; more get 429 (with ``Retry-After``) at once instead of waiting.
 """
 
 from __future__ import annotations
@@ -24,14 +25,27 @@ router = APIRouter(prefix="/v1", tags=["ask"])
     responses=COMMON_RESPONSES
     | {
         404: {"model": ErrorResponse, "description": "No such corpus for this tenant."},
-        429: {"model": ErrorResponse, "description": "api.max_inflight questions are being answered; retry."},
+        429: {
+            "model": ErrorResponse,
+            "description": "api.tenant_max_inflight (the tenant's) or api.max_inflight questions are being answered, "
+            "or the tenant is over api.tenant_rate_per_s; retry after Retry-After.",
+        },
         502: {"model": ErrorResponse, "description": "The LLM answered with an error."},
         503: {"model": ErrorResponse, "description": "The LLM server (or database) is unavailable."},
         504: {"model": ErrorResponse, "description": "The LLM did not answer within llm.timeout_s."},
     },
 )
 def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(services)) -> AskOut:
+    if not svc.tenant_slots.try_acquire(tid):
+        raise ApiError(
+            429,
+            "too_many_requests",
+            f"this tenant has {svc.settings.api.tenant_max_inflight} questions being answered "
+            "(api.tenant_max_inflight); retry shortly",
+            {"Retry-After": "1"},
+        )
     if not svc.ask_slots.acquire(blocking=False):
+        svc.tenant_slots.release(tid)
         raise ApiError(
             429,
             "too_many_requests",
@@ -50,6 +64,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
                            top_k=body.top_k)  # fmt: skip
     finally:
         svc.ask_slots.release()
+        svc.tenant_slots.release(tid)
     fused = set(a.fused_ids)
     scaffold = None
     if a.scaffold is not None and a.scaffold_id is not None:

@@ -1,14 +1,22 @@
-"""Helpers shared by the routers: pagination parameters and the caller's corpus."""
+"""Helpers shared by the routers: pagination parameters, the caller's corpus and the corpus's
+change lock."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi import Query
 
 from livingrag.api.deps import Services
+from livingrag.api.errors import ApiError
+from livingrag.api.fairness import LockBusy, retry_after_s
 from livingrag.db.repositories import corpora
 from livingrag.types import CorpusInfo
 
 MAX_PAGE = 500
+INDEX_WAITERS = 4
+"""Requests that may wait for one corpus's lock at once; more are refused at once (429)."""
 
 
 class PageParams:
@@ -30,3 +38,23 @@ def corpus_of(svc: Services, tenant_id: int, corpus_id: int) -> CorpusInfo:
     """The caller's corpus; another tenant's id is invisible under RLS, so it is 404 like a missing one."""
     with svc.db.tenant_session(tenant_id) as s:
         return corpora.get_corpus(s, corpus_id)
+
+
+@contextmanager
+def corpus_change(svc: Services, corpus_id: int) -> Iterator[None]:
+    """Hold ``corpus_id``'s change lock for the block (request threads): waits at most
+    ``api.index_lock_wait_s`` for the change (or index job) running on that corpus, then answers
+    429 ``index_busy`` with ``Retry-After``. Changes to other corpora, another tenant's above all,
+    never wait on it."""
+    wait = svc.settings.api.index_lock_wait_s
+    try:
+        with svc.index_locks.hold(corpus_id, wait, max_waiters=INDEX_WAITERS):
+            yield
+    except LockBusy as exc:
+        raise ApiError(
+            429,
+            "index_busy",
+            f"corpus {corpus_id} is being changed by another request or index job (waited {exc.waited_s:g} s, "
+            "api.index_lock_wait_s); retry",
+            {"Retry-After": str(retry_after_s(max(1.0, wait)))},
+        ) from None

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Path, Response
 
 from livingrag.api.deps import Services, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
-from livingrag.api.routes.common import PageParams, corpus_of
+from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
 from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut
 from livingrag.corpus import service
 from livingrag.db.repositories import corpora, corpus_graph
@@ -37,7 +37,12 @@ def corpus_out(c: CorpusInfo, counts: dict[str, int] | None = None) -> CorpusOut
     status_code=201,
     response_model=CorpusOut,
     summary="Create a corpus for the caller's tenant",
-    responses={409: {"model": ErrorResponse, "description": "The tenant already has a corpus of that name."}},
+    responses={
+        409: {
+            "model": ErrorResponse,
+            "description": "The tenant already has a corpus of that name, or api.max_corpora_per_tenant corpora.",
+        }
+    },
 )
 def create_corpus(
     body: CorpusCreate, tid: int = Depends(tenant_writer), svc: Services = Depends(services)
@@ -70,6 +75,6 @@ def delete_corpus(
     corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
 ) -> Response:
     corpus_of(svc, tid, corpus_id)
-    with svc.index_lock, svc.db.tenant_session(tid) as s:
+    with corpus_change(svc, corpus_id), svc.db.tenant_session(tid) as s:
         corpora.delete_corpus(s, corpus_id)
     return Response(status_code=204)

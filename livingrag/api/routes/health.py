@@ -1,16 +1,24 @@
-"""``GET /health``: 200 when the database answers, the schema is current and the models are loaded."""
+"""``GET /health``: 200 when the database answers, the schema is current and the models are loaded.
+
+It runs on threads of its own (:data:`HEALTH_THREADS`), not in the pool the other routes share,
+so a probe never waits behind busy requests (or their bounded waits for an index lock).
+"""
 
 from __future__ import annotations
 
 import functools
 
-from fastapi import APIRouter, Depends
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from livingrag.api.deps import Services, services
+from livingrag.api.deps import Services
 from livingrag.api.schemas import HealthOut
 
 router = APIRouter(tags=["health"])
+HEALTH_THREADS = 4
+"""Threads reserved for /health probes."""
 
 
 @functools.cache
@@ -27,7 +35,16 @@ def _head() -> str:
     summary="Liveness and readiness (no key needed)",
     responses={503: {"model": HealthOut, "description": "Not ready: the body says which part is missing."}},
 )
-def health(svc: Services = Depends(services)) -> JSONResponse:
+async def health(request: Request) -> JSONResponse:
+    state = request.app.state
+    limiter = getattr(state, "health_limiter", None)
+    if limiter is None:
+        limiter = state.health_limiter = anyio.CapacityLimiter(HEALTH_THREADS)
+    return await anyio.to_thread.run_sync(_health, state.services, limiter=limiter)
+
+
+def _health(svc: Services) -> JSONResponse:
+    """The readiness answer: database, schema and models."""
     from livingrag.db import migrate
 
     db_ok = svc.db.ping()

@@ -1,9 +1,12 @@
 """``/v1/corpora/{id}/passages`` and index jobs: add, update and delete passages of a corpus.
 
 Every change goes through the corpus indexer (:func:`livingrag.corpus.service.indexer`), which
-writes each batch in one transaction. Changes of one app instance are serialised by
-``Services.index_lock`` (the indexer's models are shared); corpora are also locked in the
-database, so several replicas stay consistent.
+writes each batch in one transaction. Changes of one corpus in one app instance are serialised by
+its lock in ``Services.index_locks`` (:func:`~livingrag.api.routes.common.corpus_change`: a
+request waits at most ``api.index_lock_wait_s``, then 429 ``index_busy``; other corpora never
+wait); corpora are also locked in the database, so several replicas stay consistent. A batch that
+would take the corpus past ``api.max_passages_per_corpus`` is refused whole (409
+``quota_exceeded``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.jobs import Job, JobProgress
-from livingrag.api.routes.common import PageParams, corpus_of
+from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
 from livingrag.api.schemas import (
     Deleted,
     DocumentBatch,
@@ -35,6 +38,7 @@ from livingrag.corpus.graph import IndexReport
 from livingrag.corpus.ingest import Document
 from livingrag.db.repositories import corpus_graph
 from livingrag.db.repositories.api_keys import READ, WRITE
+from livingrag.quotas import check_quota
 
 router = APIRouter(
     prefix="/v1",
@@ -83,6 +87,10 @@ def _passage_out(p: corpus_graph.PassageRecord) -> PassageOut:
     status_code=201,
     response_model=IndexResult,
     summary="Add passages (indexed now; each is one passage, never chunked further than the chunk size)",
+    responses={
+        409: {"model": ErrorResponse, "description": "The batch would pass api.max_passages_per_corpus."},
+        429: {"model": ErrorResponse, "description": "The corpus is being changed (index_busy) or rate limit."},
+    },
 )
 def add_passages(
     body: PassageBatch,
@@ -92,7 +100,7 @@ def add_passages(
 ) -> IndexResult:
     docs = _documents(body.passages, "passages")
     info = corpus_of(svc, tid, corpus_id)
-    with svc.index_lock:
+    with corpus_change(svc, info.id):
         report = service.indexer(svc.db, tid, info, svc.settings).index_documents(docs)
     return _result(report)
 
@@ -148,7 +156,7 @@ def update_passage(
         raise ApiError(422, "invalid_input", "text is empty (only whitespace)")
     title = None if body.title is None else _clean(body.title, "title")
     info = corpus_of(svc, tid, corpus_id)
-    with svc.index_lock:
+    with corpus_change(svc, info.id):
         pid = service.indexer(svc.db, tid, info, svc.settings).update_passage(passage_id, text=text, title=title)
     with svc.db.tenant_session(tid) as s:
         return _passage_out(corpus_graph.get_passage(s, info.id, pid))
@@ -180,7 +188,7 @@ def delete_passages(
 
 def _delete(svc: Services, tid: int, corpus_id: int, ids: Sequence[int]) -> Deleted:
     info = corpus_of(svc, tid, corpus_id)
-    with svc.index_lock:
+    with corpus_change(svc, info.id):
         deleted = service.indexer(svc.db, tid, info, svc.settings).delete_passages(list(ids))
     return Deleted(deleted=deleted)
 
@@ -211,7 +219,10 @@ def _job_out(job: Job) -> JobOut:
     status_code=202,
     response_model=JobOut,
     summary="Index a batch of documents in the background (chunked); poll the returned job",
-    responses={429: {"model": ErrorResponse, "description": "Too many index jobs pending."}},
+    responses={
+        409: {"model": ErrorResponse, "description": "The corpus is full (api.max_passages_per_corpus)."},
+        429: {"model": ErrorResponse, "description": "Too many index jobs pending (the tenant's or in all)."},
+    },
 )
 def submit_index_job(
     body: DocumentBatch,
@@ -221,14 +232,26 @@ def submit_index_job(
 ) -> JobOut:
     docs = _documents(body.documents, "documents")
     info = corpus_of(svc, tid, corpus_id)
+    _refuse_full_corpus(svc, tid, info.id)
     progress = JobProgress()
 
     def work() -> dict[str, Any]:
-        with svc.index_lock:
+        with svc.index_locks.hold(info.id, None):  # the job thread may wait; request threads never do
             report = service.indexer(svc.db, tid, info, svc.settings, progress=progress).index_documents(docs)
         return _result(report).model_dump()
 
     return _job_out(svc.jobs.submit(tid, info.id, len(docs), work, progress=progress))
+
+
+def _refuse_full_corpus(svc: Services, tid: int, corpus_id: int) -> None:
+    """409 ``quota_exceeded`` at once when the corpus already holds ``api.max_passages_per_corpus``
+    passages (the job itself refuses, whole, a batch that would pass the quota)."""
+    limit = svc.settings.api.max_passages_per_corpus
+    if limit is None:
+        return
+    with svc.db.tenant_session(tid) as s:
+        held = corpus_graph.count_passages(s, corpus_id)
+    check_quota("api.max_passages_per_corpus", limit, held, 1 if held >= limit else 0, "passages per corpus")
 
 
 @router.get("/index-jobs/{job_id}", response_model=JobOut, summary="An index job's state and result")

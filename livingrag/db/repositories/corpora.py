@@ -15,6 +15,24 @@ from livingrag.types import CorpusInfo
 _COLS = "id, tenant_id, name, embedding_model, embedding_dim, ner_model, extractor, version, settings, created_at"
 
 
+TENANT_LOCK_NAMESPACE = 0x4C54  # "LT": first key of pg_advisory_xact_lock(int, int) for a tenant's corpora
+
+
+def lock_tenant_corpora(session: Session, tenant_id: int) -> None:
+    """Serialise corpus creation of one tenant until the end of the transaction (the quota count
+    and the insert then see the same rows, across replicas too)."""
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:ns, :k)"),
+        {"ns": TENANT_LOCK_NAMESPACE, "k": int(tenant_id) % 2_147_483_647},
+    )
+
+
+def count_corpora(session: Session, tenant_id: int) -> int:
+    """Corpora of one tenant."""
+    sql = text("SELECT count(*) FROM corpora WHERE tenant_id = :t")
+    return int(session.execute(sql, {"t": int(tenant_id)}).scalar_one())
+
+
 def _row(r: Any) -> CorpusInfo:
     return CorpusInfo(*r)
 

@@ -174,6 +174,12 @@ def passage_entity_ids(session: Session, passage_ids: Sequence[int]) -> list[int
     )
 
 
+def count_passages(session: Session, corpus_id: int) -> int:
+    """Passages of one corpus."""
+    sql = text("SELECT count(*) FROM passages WHERE corpus_id = :c")
+    return int(session.execute(sql, {"c": int(corpus_id)}).scalar_one())
+
+
 def corpus_counts(session: Session, corpus_id: int) -> dict[str, int]:
     row = session.execute(
         text(

@@ -547,6 +547,24 @@ def count_corpus_experiences(session: Session, corpus_id: int) -> int:
     )
 
 
+TENANT_LOCK_NAMESPACE = 0x4C45  # "LE": first key of pg_advisory_xact_lock(int, int) for a tenant's quota
+
+
+def lock_tenant_experiences(session: Session, tenant_id: int) -> None:
+    """Serialise the storing transactions of one tenant's experiences until the end of the
+    transaction (its quota count and insert then see the same rows, across replicas too)."""
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:ns, :k)"),
+        {"ns": TENANT_LOCK_NAMESPACE, "k": int(tenant_id) % 2_147_483_647},
+    )
+
+
+def count_tenant_experiences(session: Session, tenant_id: int) -> int:
+    """Experiences of one tenant over all its corpora (active, stale and expired alike)."""
+    sql = text("SELECT count(*) FROM experiences WHERE tenant_id = :t")
+    return int(session.execute(sql, {"t": int(tenant_id)}).scalar_one())
+
+
 def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     """Delete every experience of one corpus (their entity rows cascade; write-back log rows keep
     their decision with ``experience_id`` set to NULL); returns the number deleted."""
