@@ -31,7 +31,7 @@ OWNER_ROUTES: dict[str, str] = {
     "db/migrate.py:_run": "runs alembic upgrade/downgrade",
     "db/migrations/env.py:run_migrations_online": "alembic's connection",
     # health: the schema revision (alembic_version), no tenant rows
-    "api/routes/health.py:health": "health: schema revision",
+    "api/routes/health.py:_health": "health: schema revision",
     # tenant administration (admin key only)
     "api/deps.py:acting_tenant": "admin key acting for a tenant: the tenant must exist",
     "api/routes/tenants.py:create_tenant": "admin key: tenants",

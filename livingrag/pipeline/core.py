@@ -303,9 +303,9 @@ class LivingRAG:
         llm_s = self.settings.llm
         cost = c.cost_usd(llm_s.price_prompt_per_m, llm_s.price_completion_per_m)
 
-        t = time.perf_counter()
         lat["total"] = _ms(t0)  # the logged row's latencies: up to the log write
         lat["overhead"] = lat["total"] - lat["llm"] - lat["setup"]
+        t = time.perf_counter()  # after the row's total: row total + log never exceed the answer's
         with self.db.tenant_session(tenant_id) as s:
             finding_ids = [f.experience_id for f in findings]
             if fused_ids or scaffold_id is not None or finding_ids:
@@ -406,9 +406,9 @@ class LivingRAG:
             usage_source="reuse",
         )
         explanation = f"Reused the answer of experience {repeat.id}, stored for the same question: {repeat.query!r}."
-        t = time.perf_counter()
         lat["total"] = _ms(t0)
         lat["overhead"] = lat["total"] - lat["setup"]
+        t = time.perf_counter()  # after the row's total, as in answer()
         with self.db.tenant_session(tenant_id) as s:
             log_id = insert_query_log(
                 s,
