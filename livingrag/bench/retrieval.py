@@ -405,10 +405,11 @@ def _same_as_exact(graph: Any, res: Any, exact: Any, k: int) -> bool:
     """Whether ``res``'s top ``k`` is the one PPR solved to :data:`EXACT_PPR_TOL` gives from the
     same start (what the tolerance in use can change)."""
     from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.retriever import entity_rows
 
     if res.dense_fallback:
         return True
-    rows = {graph.id_to_entity[e]: w for e, w in res.start_activation.items() if e in graph.id_to_entity and w > 0}
+    rows = entity_rows(res.start_activation, graph)
     dense = res.encoding.passage_scores.scores if res.encoding.passage_scores is not None else None
     ranking = rank_passages(graph, res.encoding.embedding, rows, exact, k=k, dense=dense)
     return [int(graph.passage_ids[p]) for p in ranking.passages] == [p.id for p in res.passages[:k]]

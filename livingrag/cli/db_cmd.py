@@ -44,7 +44,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     from livingrag.config import mask_url
     from livingrag.db import migrate
     from livingrag.db.embedded import memory_plan_for
-    from livingrag.db.repositories.server_settings import memory_settings_mb
+    from livingrag.db.repositories.server_settings import MEMORY_SETTINGS, memory_settings_mb
 
     with open_database(check_schema=False) as db:
         st = migrate.status(db)
@@ -59,15 +59,12 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "up_to_date": st.up_to_date,
         }
         plan = memory_plan_for(db.settings) if db.embedded else None
-    memory: dict[str, Any] = {}
-    for (name, mb), auto in zip(
-        (plan.conf() if plan else {k: None for k in running}).items(), plan.auto if plan else (None,) * 3, strict=True
-    ):
-        memory[name] = {
-            "running_mb": running.get(name),
-            "configured_mb": int(mb.removesuffix("MB")) if mb else None,
-            "auto": auto,
-        }
+    configured = plan.settings_mb() if plan else {}
+    auto = plan.auto_by_name() if plan else {}
+    memory = {
+        name: {"running_mb": running.get(name), "configured_mb": configured.get(name), "auto": auto.get(name)}
+        for name in MEMORY_SETTINGS
+    }
     info["memory"] = memory
     info["memory_basis_mb"] = plan.memory_mb if plan else None
     pending = [k for k, v in memory.items() if v["configured_mb"] is not None and v["configured_mb"] != v["running_mb"]]

@@ -16,11 +16,15 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
-from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, MemoryPlan, conf_text, plan_memory
+from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, MemoryPlan, cgroup_limit_mb, conf_text, plan_memory
 from livingrag.errors import DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from livingrag.config import DBSettings
 
 log = logging.getLogger(__name__)
 
@@ -120,20 +124,18 @@ def _ensure_private_runtime_dir() -> None:
 
 def machine_memory_mb() -> int:
     """The memory this process may use, in MB: the machine's, or its cgroup's limit when lower."""
-    from livingrag.db.server_memory import cgroup_limit_mb
-
     total = int(psutil.virtual_memory().total // (1024 * 1024))
     limit = cgroup_limit_mb()
     return min(total, limit) if limit else total
 
 
-def memory_plan_for(settings: object) -> MemoryPlan:
-    """The embedded server's memory settings for a :class:`~livingrag.config.DBSettings`."""
+def memory_plan_for(settings: DBSettings) -> MemoryPlan:
+    """The embedded server's memory settings for ``settings`` (its ``*_mb`` values win)."""
     return plan_memory(
         machine_memory_mb(),
-        shared_buffers_mb=getattr(settings, "shared_buffers_mb", None),
-        effective_cache_size_mb=getattr(settings, "effective_cache_size_mb", None),
-        maintenance_work_mem_mb=getattr(settings, "maintenance_work_mem_mb", None),
+        shared_buffers_mb=settings.shared_buffers_mb,
+        effective_cache_size_mb=settings.effective_cache_size_mb,
+        maintenance_work_mem_mb=settings.maintenance_work_mem_mb,
     )
 
 

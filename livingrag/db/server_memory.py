@@ -33,13 +33,21 @@ class MemoryPlan:
     memory_mb: int
     auto: tuple[bool, bool, bool] = (True, True, True)
 
+    def settings_mb(self) -> dict[str, int]:
+        """PostgreSQL setting name -> MB."""
+        return {
+            "shared_buffers": self.shared_buffers_mb,
+            "effective_cache_size": self.effective_cache_size_mb,
+            "maintenance_work_mem": self.maintenance_work_mem_mb,
+        }
+
+    def auto_by_name(self) -> dict[str, bool]:
+        """PostgreSQL setting name -> whether its value was derived (not set explicitly)."""
+        return dict(zip(self.settings_mb(), self.auto, strict=True))
+
     def conf(self) -> dict[str, str]:
         """postgresql.conf lines: name -> value."""
-        return {
-            "shared_buffers": f"{self.shared_buffers_mb}MB",
-            "effective_cache_size": f"{self.effective_cache_size_mb}MB",
-            "maintenance_work_mem": f"{self.maintenance_work_mem_mb}MB",
-        }
+        return {k: f"{v}MB" for k, v in self.settings_mb().items()}
 
 
 def _clamp(x: int, lo: int, hi: int) -> int:

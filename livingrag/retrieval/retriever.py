@@ -278,7 +278,7 @@ class Retriever:
         encoding = self.encode(query, graph=g) if isinstance(query, str) else query
         t_after_encode = time.perf_counter()
         start = dict(encoding.base_activation) if start_activation is None else dict(start_activation)
-        seeds = _to_rows(start, g)
+        seeds = entity_rows(start, g)
         t1 = time.perf_counter()
         ranking = rank_passages(
             g, encoding.embedding, seeds, self.params, k=top_k or self.params.top_k, dense=_cached_dense(encoding, g)
@@ -367,7 +367,8 @@ def _cached_dense(encoding: QueryEncoding, g: CorpusGraph) -> np.ndarray | None:
     return cached.scores
 
 
-def _to_rows(activation: Mapping[int, float], g: CorpusGraph) -> dict[int, float]:
+def entity_rows(activation: Mapping[int, float], g: CorpusGraph) -> dict[int, float]:
+    """{entity id: weight} as {graph row: weight}, keeping positive weights of entities in ``g``."""
     rows: dict[int, float] = {}
     for eid, w in activation.items():
         row = g.id_to_entity.get(int(eid))
