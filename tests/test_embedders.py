@@ -162,3 +162,30 @@ def test_backend_choice_and_its_errors(tmp_path: Path, onnx_cache: Path) -> None
         get_embedder("all-MiniLM-L6-v2", "cuda", 64, "onnx", str(onnx_cache))
     # auto falls back to torch for it
     assert get_embedder(str(cls_model), "cpu", 64, "auto", str(onnx_cache)).backend == "torch"
+
+
+def test_int8_quantization_leaves_no_scratch_files_behind(
+    onnx_embedder: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime's quantizer writes scratch files into the working directory; livingrag runs it
+    in a scratch folder of its own, so neither the user's directory nor the cache keeps them."""
+    from livingrag.models.onnx_embedder import quantize_int8
+
+    cwd, out = tmp_path / "cwd", tmp_path / "cache"
+    cwd.mkdir()
+    out.mkdir()
+    monkeypatch.chdir(cwd)
+    quantize_int8(onnx_embedder.onnx_path, out / "m.int8.onnx")
+    assert list(cwd.iterdir()) == []
+    assert [p.name for p in out.iterdir()] == ["m.int8.onnx"]
+
+
+def test_a_failed_quantization_names_the_model_and_leaves_nothing(tmp_path: Path) -> None:
+    from livingrag.errors import ModelUnavailable
+    from livingrag.models.onnx_embedder import quantize_int8
+
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"not an onnx model")
+    with pytest.raises(ModelUnavailable, match=r"broken\.onnx"):
+        quantize_int8(bad, tmp_path / "broken.int8.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.onnx"]

@@ -22,6 +22,9 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -185,12 +188,25 @@ def quantize_int8(source: Path, target: Path) -> None:
 
     Per-channel weights matter: per-tensor int8 gave question vectors at cosine 0.939-0.967 to the
     float32 ones on 2Wiki, per-channel 0.990-0.994 (``bench retrieval`` prints the figure).
-    """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    The quantizer runs in a child process (:mod:`livingrag.models.quantize`) whose working
+    directory is a scratch folder beside ``target``, removed afterwards: its shape inference writes
+    scratch files into the working directory.
+    """
+    source, target = Path(source).resolve(), Path(target).resolve()
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
-        quantize_dynamic(str(source), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
+        with tempfile.TemporaryDirectory(prefix=".quantize-", dir=target.parent) as scratch:
+            done = subprocess.run(
+                [sys.executable, "-m", "livingrag.models.quantize", str(source), str(tmp)],
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        if done.returncode != 0 or not tmp.exists():
+            tail = (done.stderr or done.stdout or "").strip()[-2000:]
+            raise ModelUnavailable(f"int8 quantization of {source} failed (exit {done.returncode}): {tail}")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
