@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -46,6 +48,7 @@ def _setup(url: str) -> tuple[int, str, int]:
 def _print(capsys: Any, title: str, report: LoadReport) -> None:
     with capsys.disabled():
         print(f"\n{title}: " + json.dumps(report.summary()))
+        print("targets: " + json.dumps(report.target_checks()))
 
 
 @pytest.mark.slow
@@ -175,3 +178,33 @@ def test_postgres_restart_under_load(tmp_path: Path, capsys: Any) -> None:
         _stop_postgres(server._handle)
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_bench_api_measures_a_running_service_and_prints_the_targets(
+    database_url: str, tmp_path: Path, capsys: Any
+) -> None:
+    """``livingrag bench api`` over real HTTP: a short mixed run (questions and passage adds) of a
+    running ``livingrag serve``; it prints the percentiles, the statuses and the issue-21 targets."""
+    with OpenAICompatServer() as llm:
+        env = server_env(database_url, llm.base_url, LIVINGRAG_DB__DATA_DIR=str(tmp_path))
+        srv = Server(env, log_path=tmp_path / "server.log").start()
+        try:
+            _, key, cid = _setup(srv.url)
+            cmd = [sys.executable, "-m", "livingrag.cli.main", "bench", "api", "--url", srv.url, "--key", key,
+                   "--corpus", str(cid), "--clients", "4", "--seconds", "3", "--add-every", "2"]  # fmt: skip
+            human = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+            as_json = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        finally:
+            srv.stop()
+    assert human.returncode == 0, human.stderr
+    assert "answered 2xx /s" in human.stdout and "targets (issue 21" in human.stdout, human.stdout
+    assert "ask p95 <= 250 ms" in human.stdout and "passage add p95 <= 1000 ms" in human.stdout
+    summary = json.loads(as_json.stdout)
+    assert summary["errors"] == [] and summary["ask"]["n"] > 0 and summary["add"]["n"] > 0, summary
+    assert [t["target"] for t in summary["targets"]] == [
+        ">= 50 answered requests/s",
+        "ask p95 <= 250 ms",
+        "passage add p95 <= 1000 ms",
+        "no 5xx or transport error",
+    ]
+    assert summary["targets"][3] == {"target": "no 5xx or transport error", "measured": 0.0, "met": True}

@@ -5,6 +5,7 @@ tests/test_retriever.py runs the real models."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -310,6 +311,35 @@ def test_graph_loads_in_bulk_and_reloads_on_version_change(db: Database, tenant:
     idx.add_passage("Ingrid Vale is a Norwegian singer from Brevik.", title="Ingrid Vale")
     g2 = cache.get(db, tenant, c.id, 16)
     assert g2 is not g1 and g2.version > g1.version and g2.n_passages == g1.n_passages + 1
+
+
+def test_while_a_newer_version_loads_questions_get_the_previous_graph_and_writers_wait(
+    db: Database, tenant: int
+) -> None:
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    cache = GraphCache()
+    g1 = cache.get(db, tenant, c.id, 16)
+    report = idx.index_documents(_docs(CORPUS[3:4]))
+    assert report.ids_by_hash and list(report.ids_by_hash.values()) == report.passage_ids
+    loading = cache._loading[(tenant, c.id)]
+    loading.acquire()  # another request is loading the new version
+    try:
+        assert cache.get(db, tenant, c.id, 16) is g1 and cache.stale_hits == 1
+        got: list[object] = []
+        writer = threading.Thread(
+            target=lambda: got.append(cache.get(db, tenant, c.id, 16, min_version=report.version))
+        )
+        writer.start()
+        writer.join(0.3)
+        assert writer.is_alive()  # the writer waits for a graph that holds its change
+    finally:
+        loading.release()
+    writer.join(30)
+    (g2,) = got
+    assert g2.version == report.version and g2.n_passages == g1.n_passages + 1  # type: ignore[attr-defined]
+    assert cache.get(db, tenant, c.id, 16) is g2
 
 
 def test_graph_rows_do_not_depend_on_insertion_order(db: Database, tenant: int) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from livingrag.api.add_queue import AddQueue
 from livingrag.api.errors import ApiError
 from livingrag.api.fairness import KeyedLocks, TenantRateLimiter, TenantSlots
 from livingrag.api.jobs import JobRegistry
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 class Services:
     """Everything one app instance holds: settings, database, pipeline, jobs and limits: the global
     (``ask_slots``) and per-tenant (``tenant_slots``) question slots, the per-tenant request rate
-    (``rate``) and one lock per corpus for changes to its graph (``index_locks``)."""
+    (``rate``), one lock per corpus for changes to its graph (``index_locks``) and the queues that
+    commit concurrent passage adds of a corpus together (``add_queue``)."""
 
     settings: Settings
     db: Database
@@ -46,6 +48,7 @@ class Services:
     tenant_slots: TenantSlots
     rate: TenantRateLimiter
     index_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    add_queue: AddQueue = field(default_factory=AddQueue)
     models_loaded: threading.Event = field(default_factory=threading.Event)
     models_error: str | None = None
 

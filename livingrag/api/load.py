@@ -47,12 +47,34 @@ class LoadReport:
     def requests(self) -> int:
         return sum(self.statuses.values())
 
+    @property
+    def answered(self) -> int:
+        """Requests answered 2xx."""
+        return sum(n for (_, status), n in self.statuses.items() if 200 <= status < 300)
+
+    def server_errors(self) -> int:
+        """Answers 5xx and transport failures (status 0)."""
+        return sum(n for (_, status), n in self.statuses.items() if status >= 500 or status == 0)
+
+    def target_checks(self) -> list[tuple[str, float, bool]]:
+        """The mixed-load targets of issue 21 (32 clients, 60 s, loopback LLM): answered requests
+        >= 50 /s, ask p95 <= 250 ms, passage add p95 <= 1 s, no 5xx; (name, measured, met) each."""
+        rps = self.answered / self.seconds if self.seconds else 0.0
+        ask, add = self.percentile("ask", 95), self.percentile("add", 95)
+        return [
+            (">= 50 answered requests/s", round(rps, 2), rps >= 50),
+            ("ask p95 <= 250 ms", round(ask, 1), ask <= 250),
+            ("passage add p95 <= 1000 ms", round(add, 1), add <= 1000),
+            ("no 5xx or transport error", float(self.server_errors()), self.server_errors() == 0),
+        ]
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "clients": self.clients,
             "seconds": round(self.seconds, 1),
             "requests": self.requests,
             "throughput_rps": round(self.requests / self.seconds, 2) if self.seconds else 0.0,
+            "answered_rps": round(self.answered / self.seconds, 2) if self.seconds else 0.0,
             "statuses": {f"{k} {s}": n for (k, s), n in sorted(self.statuses.items())},
         }
         for kind in sorted(self.latencies_ms):

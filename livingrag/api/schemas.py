@@ -167,6 +167,11 @@ class IndexResult(BaseModel):
     new_entities: int
     version: int
     passage_ids: list[int] = Field(description="Ids of the passages indexed now.")
+    batched_with: int = Field(
+        default=1,
+        description="Requests whose passages were indexed in the same run as this one's (concurrent adds of a "
+        "corpus are committed together); new_entities and version are that run's.",
+    )
 
 
 class Deleted(BaseModel):

@@ -124,6 +124,8 @@ class IndexReport:
     sentences: int = 0
     version: int = 0
     passage_ids: list[int] = field(default_factory=list)
+    # content hash -> id of each passage indexed now (to tell requests committed together apart)
+    ids_by_hash: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
 
     cpu: dict[str, float] = field(default_factory=dict)
@@ -150,7 +152,7 @@ class IndexReport:
             self.add_time(phase, time.perf_counter() - t, time.process_time() - c)
 
     def as_dict(self) -> dict[str, object]:
-        d = {k: v for k, v in vars(self).items() if k != "passage_ids"}
+        d = {k: v for k, v in vars(self).items() if k not in ("passage_ids", "ids_by_hash")}
         d["phases"] = {k: round(v, 3) for k, v in self.phases.items()}
         d["cpu"] = {k: round(v, 3) for k, v in self.cpu.items()}
         d["model"] = {k: round(v, 3) for k, v in self.model.items()}
@@ -223,6 +225,15 @@ class CorpusIndexer:
         with report.timed("read"):
             docs = read_corpus(path)
         return self.index_documents(docs, report=report)
+
+    def content_hashes(self, docs: Sequence[Document]) -> list[str]:
+        """The content hash of each passage ``docs`` chunk into, in order (duplicates kept), as
+        :meth:`index_documents` chunks them."""
+        return [
+            d.content_hash
+            for doc in docs
+            for d in chunk_document(doc, chunk_tokens=self.chunk_tokens, overlap=self.chunk_overlap)
+        ]
 
     def index_documents(self, docs: Sequence[Document], *, report: IndexReport | None = None) -> IndexReport:
         """Chunk, skip what the corpus holds, and index the rest batch by batch; a batch whose new
@@ -370,6 +381,7 @@ class CorpusIndexer:
             corpora.bump_version(s, self.corpus.id)
         report.indexed += len(ids)
         report.passage_ids.extend(ids)
+        report.ids_by_hash.update(zip((drafts[i].content_hash for i in keep), ids, strict=True))
         report.new_entities += len(new_keys)
         report.sentences += len(batch.sentences)
         self.progress.advance(bars["write"], len(drafts))

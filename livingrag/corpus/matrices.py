@@ -125,6 +125,8 @@ class GraphCache:
         self._lock = threading.RLock()
         self._loading: dict[tuple[int, int], threading.Lock] = {}
         self.evictions = 0
+        self.stale_hits = 0
+        """Calls answered from the previous version while a newer one was loading."""
 
     def configure(self, *, max_graphs: int | None, max_bytes: int | None) -> None:
         """Set the bounds (and evict what is now over them)."""
@@ -132,7 +134,16 @@ class GraphCache:
             self.max_graphs, self.max_bytes = max_graphs, max_bytes
             self._evict(keep=None)
 
-    def get(self, db: Database, tenant_id: int, corpus_id: int, dim: int) -> CorpusGraph:
+    def get(
+        self, db: Database, tenant_id: int, corpus_id: int, dim: int, *, min_version: int | None = None
+    ) -> CorpusGraph:
+        """The corpus's graph at its current version, loaded once for all callers.
+
+        While another caller loads a newer version, a caller that finds a cached graph of at least
+        ``min_version`` (None: any) is answered from it at once instead of waiting: questions keep
+        being answered from the previous version while the next one loads. A writer passes the
+        version it committed to wait for a graph that holds its change.
+        """
         key = (tenant_id, corpus_id)
         now = time.monotonic()
         with self._lock:
@@ -149,7 +160,13 @@ class GraphCache:
                 return graph
             loading = self._loading.setdefault(key, threading.Lock())
         # Loaded outside the cache's lock: one corpus loading never holds up another's requests;
-        # requests for the same corpus wait for the one load.
+        # requests for the same corpus wait for the one load, unless the previous graph will do.
+        if graph is not None and version is not None and (min_version is None or graph.version >= min_version):
+            if not loading.acquire(blocking=False):
+                with self._lock:
+                    self.stale_hits += 1
+                return graph
+            loading.release()
         with loading:
             with self._lock:
                 graph = self._graphs.get(key)
@@ -196,6 +213,10 @@ class GraphCache:
 
     def nbytes_locked(self) -> int:
         return sum(self._sizes.values())
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._graphs
 
     def keys(self) -> list[tuple[int, int]]:
         """The cached (tenant, corpus) keys, least recently used first."""

@@ -7,6 +7,11 @@ request waits at most ``api.index_lock_wait_s``, then 429 ``index_busy``; other 
 wait); corpora are also locked in the database, so several replicas stay consistent. A batch that
 would take the corpus past ``api.max_passages_per_corpus`` is refused whole (409
 ``quota_exceeded``).
+
+Concurrent passage adds of one corpus are committed together (:mod:`livingrag.api.add_queue`):
+the adds that arrive while the corpus is being changed are indexed in one run when it is free.
+A change answers once this replica's graph cache holds it (read your writes); while a newer graph
+loads, questions are answered from the previous one instead of waiting.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from livingrag.api.add_queue import QueueFull
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.jobs import Job, JobProgress
@@ -36,9 +42,12 @@ from livingrag.api.schemas import (
 from livingrag.corpus import service
 from livingrag.corpus.graph import IndexReport
 from livingrag.corpus.ingest import Document
+from livingrag.corpus.matrices import current_version
 from livingrag.db.repositories import corpus_graph
 from livingrag.db.repositories.api_keys import READ, WRITE
 from livingrag.quotas import check_quota
+from livingrag.retrieval.retriever import shared_graph_cache
+from livingrag.types import CorpusInfo
 
 router = APIRouter(
     prefix="/v1",
@@ -100,9 +109,38 @@ def add_passages(
 ) -> IndexResult:
     docs = _documents(body.passages, "passages")
     info = corpus_of(svc, tid, corpus_id)
-    with corpus_change(svc, info.id):
-        report = service.indexer(svc.db, tid, info, svc.settings).index_documents(docs)
-    return _result(report)
+    indexer = service.indexer(svc.db, tid, info, svc.settings)
+    try:
+        out = svc.add_queue.add(info.id, docs, indexer, lambda: corpus_change(svc, info.id))
+    except QueueFull as exc:
+        raise ApiError(
+            429,
+            "index_busy",
+            f"corpus {info.id} has {exc.queued} passage adds waiting already; retry",
+            {"Retry-After": "1"},
+        ) from None
+    if out.indexed:  # read your writes: this replica's questions see the change once we answer
+        _load_graph(svc, tid, info)
+    return IndexResult(
+        indexed=out.indexed,
+        skipped_existing=out.skipped_existing,
+        duplicates_in_input=out.duplicates_in_input,
+        new_entities=out.new_entities,
+        version=out.version,
+        passage_ids=out.passage_ids,
+        batched_with=out.batched_with,
+    )
+
+
+def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
+    """Load the corpus's graph at its committed version into the shared cache if the corpus is
+    cached, before the change is answered (read your writes on this replica): other questions are
+    answered from the previous version meanwhile (:meth:`GraphCache.get`)."""
+    cache = shared_graph_cache()
+    if (tid, info.id) in cache:
+        version = current_version(svc.db, tid, info.id)
+        if version is not None:
+            cache.get(svc.db, tid, info.id, info.embedding_dim, min_version=version)
 
 
 @router.get("/corpora/{corpus_id}/passages", response_model=PassageList, summary="List a corpus's passages")
@@ -158,6 +196,7 @@ def update_passage(
     info = corpus_of(svc, tid, corpus_id)
     with corpus_change(svc, info.id):
         pid = service.indexer(svc.db, tid, info, svc.settings).update_passage(passage_id, text=text, title=title)
+    _load_graph(svc, tid, info)
     with svc.db.tenant_session(tid) as s:
         return _passage_out(corpus_graph.get_passage(s, info.id, pid))
 
@@ -190,6 +229,7 @@ def _delete(svc: Services, tid: int, corpus_id: int, ids: Sequence[int]) -> Dele
     info = corpus_of(svc, tid, corpus_id)
     with corpus_change(svc, info.id):
         deleted = service.indexer(svc.db, tid, info, svc.settings).delete_passages(list(ids))
+    _load_graph(svc, tid, info)
     return Deleted(deleted=deleted)
 
 

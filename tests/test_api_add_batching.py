@@ -1,0 +1,137 @@
+"""Concurrent passage adds of one corpus over HTTP are committed together: while the corpus is
+being changed, the adds that arrive queue up and are indexed in one run when it is free; each
+request gets its own ids and counts (a passage two of them add is indexed once, for the first),
+nothing is lost or stored twice, and once an add has answered, this replica's questions see it."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from livingrag.db.engine import Database
+from livingrag.db.repositories import tenants
+from livingrag.retrieval.retriever import shared_graph_cache
+from livingrag.testing.openai_server import OpenAICompatServer
+from tests.api_support import api_settings, app_client, auth, seed_corpus
+from tests.corpus_support import CORPUS
+
+pytestmark = pytest.mark.db
+
+
+def _passages(db: Database, cid: int) -> list[str]:
+    with db.owner_session() as s:
+        rows = s.execute(text("SELECT text FROM passages WHERE corpus_id = :c ORDER BY id"), {"c": cid}).all()
+    return [r[0] for r in rows]
+
+
+def test_adds_queued_behind_a_change_are_indexed_together(db: Database, database_url: str) -> None:
+    with OpenAICompatServer() as llm, app_client(db, api_settings(database_url, llm.base_url)) as client:
+        with db.owner_session() as s:
+            tid, key = (lambda r: (r[0].id, r[1]))(tenants.create_tenant(s, f"batch-{uuid.uuid4().hex[:8]}"))
+        cid = seed_corpus(client, key, docs=CORPUS[:3])
+        r = client.post("/v1/ask", json={"question": CORPUS[0]["text"][:60], "corpus": cid}, headers=auth(key))
+        assert r.status_code == 200, r.text  # the corpus graph is cached now
+        svc = client.app.state.services
+        new = [f"Batch town {i} lies on the river Ostra in the county of Vell." for i in range(4)]
+        bodies = [
+            [{"text": new[0]}],
+            [{"text": new[1]}, {"text": new[0]}],  # new[0] is the first request's
+            [{"text": new[2]}, {"text": CORPUS[0]["text"], "title": CORPUS[0]["title"]}],  # one stored already
+            [{"text": new[3]}, {"text": new[3]}],  # twice in one request
+        ]
+        results: list[Any] = [None] * len(bodies)
+        release = threading.Event()
+        held = threading.Event()
+
+        def hold_the_corpus() -> None:  # another change (an index job, say) runs on the corpus
+            with svc.index_locks.hold(cid, None):
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold_the_corpus)
+        holder.start()
+        assert held.wait(10)
+
+        def post(i: int) -> None:
+            results[i] = client.post(f"/v1/corpora/{cid}/passages", json={"passages": bodies[i]}, headers=auth(key))
+
+        threads = []
+        for i in range(len(bodies)):  # queued in this order
+            threads.append(threading.Thread(target=post, args=(i,)))
+            threads[-1].start()
+            deadline = time.monotonic() + 20
+            while svc.add_queue.queued(cid) < i + 1:
+                assert time.monotonic() < deadline, "the add did not queue"
+                time.sleep(0.01)
+        runs_before = svc.add_queue.runs
+        release.set()
+        for t in (*threads, holder):
+            t.join(60)
+        out = [r.json() for r in results]
+        assert [r.status_code for r in results] == [201] * 4, out
+        assert svc.add_queue.runs == runs_before + 1  # one indexing run for the four requests
+        assert {o["batched_with"] for o in out} == {4}
+        assert [(o["indexed"], o["skipped_existing"], o["duplicates_in_input"]) for o in out] == [
+            (1, 0, 0),
+            (1, 1, 0),
+            (1, 1, 0),
+            (1, 0, 1),
+        ]
+        ids = [pid for o in out for pid in o["passage_ids"]]
+        assert len(ids) == len(set(ids)) == 4
+        stored = _passages(db, cid)
+        assert len(stored) == 3 + 4 and all(stored.count(t) == 1 for t in new)
+        # read your writes: the add answered once the cached graph held its change
+        assert (tid, cid) in shared_graph_cache()
+        graph = shared_graph_cache()._graphs[(tid, cid)]  # what questions are answered from now
+        assert graph.version == max(o["version"] for o in out) and graph.n_passages == 7
+
+
+def test_a_request_over_the_quota_fails_alone_when_batched(db: Database, database_url: str) -> None:
+    with OpenAICompatServer() as llm:
+        settings = api_settings(database_url, llm.base_url, api={"max_passages_per_corpus": 5})
+        with app_client(db, settings) as client:
+            with db.owner_session() as s:
+                _, key = tenants.create_tenant(s, f"batchq-{uuid.uuid4().hex[:8]}")
+            cid = seed_corpus(client, key, docs=CORPUS[:3])
+            svc = client.app.state.services
+            bodies = [
+                [{"text": "Quota town one lies on the Ostra."}],
+                [{"text": f"Quota town {w} lies on the Ostra."} for w in ("two", "three")],  # would make 6
+                [{"text": "Quota town four lies on the Ostra."}],
+            ]
+            results: list[Any] = [None] * len(bodies)
+            release, held = threading.Event(), threading.Event()
+
+            def hold_the_corpus() -> None:
+                with svc.index_locks.hold(cid, None):
+                    held.set()
+                    release.wait(30)
+
+            holder = threading.Thread(target=hold_the_corpus)
+            holder.start()
+            assert held.wait(10)
+
+            def post(i: int) -> None:
+                results[i] = client.post(f"/v1/corpora/{cid}/passages", json={"passages": bodies[i]}, headers=auth(key))
+
+            threads = []
+            for i in range(len(bodies)):
+                threads.append(threading.Thread(target=post, args=(i,)))
+                threads[-1].start()
+                deadline = time.monotonic() + 20
+                while svc.add_queue.queued(cid) < i + 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+            release.set()
+            for t in (*threads, holder):
+                t.join(60)
+            # one after another in queue order: 3 + 1 = 4, then 2 more would be 6 > 5, then 5
+            assert [r.status_code for r in results] == [201, 409, 201], [r.text for r in results]
+            assert "api.max_passages_per_corpus = 5" in results[1].json()["error"]["message"]
+            assert len(_passages(db, cid)) == 5
