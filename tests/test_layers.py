@@ -33,13 +33,14 @@ PURE = {
     "livingrag.experience.scope_index_plan",
     "livingrag.db.server_memory",
     "livingrag.bench.stats",
+    "livingrag.sparse",
     "livingrag.types",
     "livingrag.errors",
 }
 PURE_THIRD_PARTY = {"numpy", "scipy"}
 ENTRY_POINTS = ("bench", "api", "cli", "demo", "testing", "diagnostics")
 DOMAIN_ABOVE_DB = ("retrieval", "experience", "pipeline", "corpus", "generation", "evaluation", "models")
-KNOWN_DB_DEBTS = {("livingrag.db.repositories.experiences", "livingrag.experience.similarity")}
+KNOWN_DB_DEBTS: set[tuple[str, str]] = set()
 
 
 def _module(path: Path) -> str:
