@@ -13,4 +13,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 fi
 "$VENV/bin/ruff" check livingrag tests scripts
 "$VENV/bin/ruff" format --check livingrag tests scripts
+# The package layers ([tool.importlinter] in pyproject.toml): an upward import fails here.
+"$VENV/bin/lint-imports" --no-cache --no-logo
 exec "$VENV/bin/python" -m pytest "$@"

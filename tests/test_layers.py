@@ -5,16 +5,27 @@
 * the entry points (``bench``, ``api``, ``cli``, ``demo``, ``testing``, ``diagnostics``) sit on
   top: no domain package imports them;
 * the database layer (``db``) imports no domain package above it, but for the debts named in
-  :data:`KNOWN_DB_DEBTS` (a new one fails; a paid one must leave the list).
+  :data:`KNOWN_DB_DEBTS` (a new one fails; a paid one must leave the list);
+* import-linter's contracts in pyproject.toml (``[tool.importlinter]``) hold on the repository,
+  cover every module in exactly one layer, list the same pure set as :data:`PURE`, and break on
+  an injected upward import.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+import shutil
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parents[1] / "livingrag"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "livingrag"
 
 PURE = {
     "livingrag.retrieval.core",
@@ -31,15 +42,23 @@ PURE = {
     "livingrag.experience.similarity",
     "livingrag.experience.sparsify",
     "livingrag.experience.scope_index_plan",
+    "livingrag.experience.answer_form",
+    "livingrag.experience.answer_reuse",
+    "livingrag.experience.grounding",
+    "livingrag.experience.keysent",
+    "livingrag.experience.sentences",
+    "livingrag.experience.template",
+    "livingrag.experience.types",
     "livingrag.db.server_memory",
     "livingrag.bench.stats",
+    "livingrag.sparse",
     "livingrag.types",
     "livingrag.errors",
 }
 PURE_THIRD_PARTY = {"numpy", "scipy"}
 ENTRY_POINTS = ("bench", "api", "cli", "demo", "testing", "diagnostics")
 DOMAIN_ABOVE_DB = ("retrieval", "experience", "pipeline", "corpus", "generation", "evaluation", "models")
-KNOWN_DB_DEBTS = {("livingrag.db.repositories.experiences", "livingrag.experience.similarity")}
+KNOWN_DB_DEBTS: set[tuple[str, str]] = set()
 
 
 def _module(path: Path) -> str:
@@ -113,3 +132,103 @@ def test_the_database_layer_imports_no_domain_package() -> None:
     }
     assert found - KNOWN_DB_DEBTS == set(), f"new upward imports from db: {sorted(found - KNOWN_DB_DEBTS)}"
     assert KNOWN_DB_DEBTS - found == set(), f"paid debts still listed: {sorted(KNOWN_DB_DEBTS - found)}"
+
+
+# ------------------------------------------------------------------ import-linter's contracts
+
+CONTRACTS = {
+    c["id"]: c for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+}
+LAYER_ENTRIES = [[m.strip() for m in layer.replace("|", ":").split(":")] for layer in CONTRACTS["layers"]["layers"]]
+
+
+def _under(module: str, entry: str) -> bool:
+    return module == entry or module.startswith(entry + ".")
+
+
+def _lint_imports(cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` (import-linter, a dev dependency: missing is a failure) run in ``cwd``, on
+    the pyproject.toml there."""
+    if importlib.util.find_spec("importlinter") is None:
+        pytest.fail("import-linter is not installed: it is a dev dependency (pip install -e '.[dev]')")
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--no-cache", "--no-logo"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_every_module_lies_in_exactly_one_layer() -> None:
+    entries = [e for layer in LAYER_ENTRIES for e in layer]
+    assert len(entries) == len(set(entries)), f"a module listed twice in the layers: {entries}"
+    unplaced, twice = [], {}
+    for m in sorted(IMPORTS):
+        owners = [e for e in entries if _under(m, e)]
+        if len(owners) > 1:
+            twice[m] = owners
+        elif not owners:
+            unplaced.append(m)
+    assert not twice, f"modules in more than one layer: {twice}"
+    # Left out: only the packages that hold split layers (livingrag, retrieval, experience), and
+    # only while they import nothing of livingrag (an import there would escape every layer).
+    containers = {m for m in unplaced if any(e.startswith(m + ".") for e in entries)}
+    assert unplaced == sorted(containers), (
+        f"modules in no layer of pyproject.toml: {sorted(set(unplaced) - containers)}"
+    )
+    leaking = {m: sorted(n for n in IMPORTS[m] if _top(n) == "livingrag") for m in containers}
+    assert not any(leaking.values()), f"split packages whose __init__ imports livingrag: {leaking}"
+
+
+def test_the_pure_contract_and_the_pure_layer_list_the_pure_modules() -> None:
+    assert set(CONTRACTS["pure"]["source_modules"]) == PURE
+    others = [e for layer in LAYER_ENTRIES[:-1] for e in layer]
+    assert set(LAYER_ENTRIES[-1]) == {m for m in PURE if not any(_under(m, e) for e in others)}
+
+
+def test_lint_imports_keeps_every_contract_on_the_repository() -> None:
+    run = _lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for contract in CONTRACTS.values():
+        assert f"{contract['name']} KEPT" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract", "shown"),
+    [
+        (
+            "db/repositories/tenants.py",
+            "import livingrag.cli",
+            "layers",
+            "livingrag.db is not allowed to import livingrag.cli",
+        ),
+        (
+            "retrieval/ppr.py",
+            "from livingrag.corpus import service",
+            "layers",
+            "livingrag.retrieval.ppr is not allowed",
+        ),
+        (
+            "experience/novelty.py",
+            "import sqlalchemy",
+            "pure",
+            "livingrag.experience.novelty is not allowed to import sqlalchemy",
+        ),
+    ],
+)
+def test_an_injected_upward_import_breaks_its_contract(
+    tmp_path: Path, module: str, line: str, contract: str, shown: str
+) -> None:
+    shutil.copytree(PKG, tmp_path / "livingrag", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    with (tmp_path / "livingrag" / module).open("a", encoding="utf-8") as f:
+        f.write(f"\n{line}  # injected by tests/test_layers.py\n")
+    run = _lint_imports(tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert f"{CONTRACTS[contract]['name']} BROKEN" in out, out
+    assert shown in out, out

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livingrag.experience.similarity import SparseVector, concat_sparse, dense_cosines, pack, sparse_cosines_flat
+from livingrag.experience.similarity import SparseVector, dense_cosines, pack, sparse_cosines_flat
+from livingrag.sparse import concat_sparse
 
 
 @dataclass(frozen=True)

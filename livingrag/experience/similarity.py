@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from livingrag.sparse import concat_sparse
+
 SparseVector = Mapping[int, float]
 
 
@@ -60,19 +62,6 @@ def pack(activation: SparseVector) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((int(k) for k in activation), dtype=np.int64, count=len(activation))
     w = np.fromiter((float(v) for v in activation.values()), dtype=np.float64, count=len(activation))
     return ids, w
-
-
-def concat_sparse(
-    ids: Sequence[np.ndarray], weights: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Many sparse vectors (id and weight arrays each) as one ``(ids, weights, lengths)`` triple:
-    vector ``k`` is the ``lengths[k]`` pairs after those of vectors ``0..k-1`` (the form of
-    :func:`sparse_cosines_flat`)."""
-    n = len(ids)
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0), lengths
-    return np.concatenate(ids), np.concatenate(weights), lengths
 
 
 def sparse_cosines(base: SparseVector, ids: Sequence[np.ndarray], weights: Sequence[np.ndarray]) -> np.ndarray:

@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 
 from livingrag.db.engine import local_settings_statement
 from livingrag.errors import InvalidInput, NotFound
-from livingrag.experience.similarity import concat_sparse
+from livingrag.sparse import concat_sparse
 from livingrag.types import MAX_HNSW_DIM
 
 if TYPE_CHECKING:
