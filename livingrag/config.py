@@ -73,7 +73,13 @@ class DBSettings(_Group):
         description="Embedded server's maintenance_work_mem in MB, for index builds "
         "(None: 1/16 of the memory, 64 MB to 2 GB).",
     )
-    pool_size: int = Field(default=5, ge=1, le=200, description="Application connections kept open.")
+    pool_size: int = Field(
+        default=20,
+        ge=1,
+        le=200,
+        description="Application connections kept open (each of the read and write pools); below the requests "
+        "that use the database at once, connections are opened and closed per request.",
+    )
     max_overflow: int = Field(default=10, ge=0, le=500, description="Extra connections allowed under load.")
     statement_timeout_ms: int = Field(default=30_000, ge=0, description="Per-statement timeout (0: none).")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Connection timeout in seconds.")
