@@ -19,13 +19,17 @@ of request threads parks on one corpus.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from livingrag.corpus.graph import CorpusIndexer, IndexReport
 from livingrag.corpus.ingest import Document
+
+log = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
@@ -191,11 +195,17 @@ class AddQueue:
         self.runs += 1
         hashes = [indexer.content_hashes(e.docs) for e in batch]
         if len(batch) > 1:
+            t = time.perf_counter()
             try:
                 report = indexer.index_documents([d for e in batch for d in e.docs])
-            except Exception:
+            except Exception as exc:
                 report = None  # one request's problem (e.g. its quota) must not fail the others
+                log.info("add queue: %d requests together failed (%s); one at a time", len(batch), exc)
             if report is not None:
+                log.debug(
+                    "add queue: %d requests, %d passages indexed together in %.0f ms",
+                    len(batch), report.indexed, (time.perf_counter() - t) * 1000,
+                )  # fmt: skip
                 claimed: set[str] = set()
                 for e, hs in zip(batch, hashes, strict=True):
                     e.finish(share_of(hs, report, claimed, len(batch)))
