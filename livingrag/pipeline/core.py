@@ -373,8 +373,14 @@ class LivingRAG:
         )
 
     def _repeat_of(self, tenant_id: int, q: str, match: MatchResult) -> ReusableExperience | None:
-        """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any."""
-        ids = [e.id for e in match.top]
+        """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any.
+
+        Only the top-K experiences whose question ``q`` repeats are looked up (most questions
+        repeat none of them, and then no database round trip is made); of those, the first (in
+        top-K order) that is still active, gated and confident enough is chosen."""
+        ids = [e.id for e in match.top if pick_repeat(q, [(e.id, e.query)]) is not None]
+        if not ids:
+            return None
         with self.db.tenant_session(tenant_id) as s:
             usable = experience_repo.reusable_experiences(
                 s, ids, min_confidence=self.settings.gates.tau_gs, now=datetime.now(UTC)
