@@ -224,6 +224,24 @@ def test_api_key_lookup_from_application_role(db: Database, make_tenant: Callabl
     assert key not in stored and stored == tenants.hash_api_key(key)
 
 
+def test_the_one_round_trip_key_lookup_grants_what_the_session_lookup_grants(
+    db: Database, make_tenant: Callable[..., tuple[int, str]]
+) -> None:
+    a, key = make_tenant("a")
+    with db.owner_session() as s:
+        s.execute(text("UPDATE api_keys SET last_used_at = NULL WHERE tenant_id = :i"), {"i": a})
+    grant = api_keys.grant_for_key_read(db, key)
+    with db.app_session() as s:
+        assert grant == api_keys.grant_for_key(s, key) and grant is not None and grant.tenant_id == a
+    with db.owner_session() as s:  # the lookup's stamp committed with it
+        assert s.execute(text("SELECT last_used_at FROM api_keys WHERE tenant_id = :i"), {"i": a}).scalar()
+    for bad in (key + "x", "not-a-key", "", "lrg_" + "x" * 300):
+        assert api_keys.grant_for_key_read(db, bad) is None
+    with db.owner_session() as s:
+        s.execute(text("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = :i"), {"i": a})
+    assert api_keys.grant_for_key_read(db, key) is None  # a revoked key: at once
+
+
 def test_application_role_never_reads_key_hashes(db: Database, make_tenant: Callable[..., tuple[int, str]]) -> None:
     """api_keys is under RLS and the application role holds column privileges without key_hash:
     it sees its own tenant's keys' names and scopes, nothing of another tenant's, no hash at all,

@@ -114,8 +114,7 @@ def key_grant(
             "forbidden",
             f"the admin key manages tenants; use a tenant's API key here (or {ACT_FOR_TENANT_HEADER}: <tenant id>)",
         )
-    with svc.db.app_session() as s:
-        grant = api_keys.grant_for_key(s, key)
+    grant = api_keys.grant_for_key_read(svc.db, key)
     if grant is None:
         raise ApiError(401, "unauthorized", "unknown, revoked or expired API key", {"WWW-Authenticate": "Bearer"})
     return grant

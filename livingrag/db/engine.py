@@ -192,8 +192,23 @@ class Database:
         is ``DatabaseUnavailable``, as is an operational error (``statement_timeout`` included)."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
-        n, scope_params = _settings_params(self._scope_settings(tenant_id, local_settings))
-        scope_sql = _set_config_driver_sql(n)
+        return self._one_round_trip(self._scope_settings(tenant_id, local_settings), statement, params)
+
+    def app_statement(self, statement: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one statement as the application role with no tenant (driver syntax) and return its
+        rows, as :meth:`tenant_read` runs its statement: one implicit transaction, one round trip,
+        no pre-ping. A connection found dead is retired and the statement sent once more, so the
+        statement must be safe to run twice (the API key lookup is: its only write stamps
+        ``last_used_at``)."""
+        return self._one_round_trip(self._scope_settings(None, None), statement, params)
+
+    def _one_round_trip(
+        self, scope: Mapping[str, str], statement: str, params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """``scope`` (``set_config(..., true)`` each; none: no scope statement) and ``statement``
+        pipelined on an autocommit connection of :attr:`read_engine` (see :meth:`tenant_read`)."""
+        n, scope_params = _settings_params(scope)
+        scope_sql = _set_config_driver_sql(n) if n else None
         engine = self.read_engine
         for attempt in range(2):
             with _wrap_errors():
@@ -205,7 +220,8 @@ class Database:
                 conn = record.driver_connection
                 try:
                     with conn.pipeline():
-                        conn.execute(scope_sql, scope_params, prepare=True)
+                        if scope_sql is not None:
+                            conn.execute(scope_sql, scope_params, prepare=True)
                         cur = conn.cursor(binary=True)
                         cur.execute(statement, params, prepare=True)
                     return cur.fetchall()

@@ -16,13 +16,16 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from livingrag.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
 
 KEY_PREFIX = "lrg_"
 PREFIX_CHARS = len(KEY_PREFIX) + 6
@@ -236,6 +239,20 @@ def revoke_key(session: Session, tenant_id: int, id_or_name: int | str, *, keep_
         {"t": tenant_id, "i": key.id},
     ).one_or_none()
     return _record(row) if row is not None else get_key(session, tenant_id, key.id)
+
+
+def grant_for_key_read(db: Database, key: str) -> KeyGrant | None:
+    """:func:`grant_for_key` in one round trip (:meth:`Database.app_statement`): the request
+    path's key check, with no explicit transaction or pre-ping."""
+    if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
+        return None
+    rows = db.app_statement(
+        "SELECT tenant_id, key_id, scopes FROM livingrag_api_key_grant(%(h)s)", {"h": hash_api_key(key)}
+    )
+    if not rows:
+        return None
+    tenant_id, key_id, scopes = rows[0]
+    return KeyGrant(tenant_id=int(tenant_id), key_id=int(key_id), scopes=frozenset(scopes))
 
 
 def grant_for_key(session: Session, key: str) -> KeyGrant | None:
