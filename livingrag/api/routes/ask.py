@@ -57,9 +57,13 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         if isinstance(ref, str) and ref.strip().isdigit():
             ref = int(ref.strip())
         # Names resolve here, per request: the pipeline caches by (tenant, corpus), and only ids are
-        # never reused (a corpus deleted and created again under its name gets a new id).
-        with svc.db.tenant_session(tid) as s:
-            corpus_id = corpora.get_corpus(s, ref).id
+        # never reused (a corpus deleted and created again under its name gets a new id). An id goes
+        # as it is: the pipeline finds it (404 for another tenant's or a deleted one, under RLS).
+        if isinstance(ref, int):
+            corpus_id = ref
+        else:
+            with svc.db.tenant_session(tid) as s:
+                corpus_id = corpora.get_corpus(s, ref).id
         a = svc.rag.answer(body.question, tenant=tid, corpus=corpus_id, mode=body.mode, ablations=body.ablations,
                            top_k=body.top_k)  # fmt: skip
     finally:
