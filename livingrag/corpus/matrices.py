@@ -15,8 +15,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import text
 
+from livingrag.db.repositories import corpora
 from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables
 from livingrag.retrieval.graph import CorpusGraph
 
@@ -99,9 +99,8 @@ def load_graph(db: Database, tenant_id: int, corpus_id: int, dim: int) -> Corpus
 
 
 def current_version(db: Database, tenant_id: int, corpus_id: int) -> int | None:
-    with db.tenant_session(tenant_id) as s:
-        v = s.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
-    return None if v is None else int(v)
+    """The corpus's version (None: no such corpus for this tenant), in one round trip."""
+    return corpora.version_read(db, tenant_id, corpus_id)
 
 
 class GraphCache:

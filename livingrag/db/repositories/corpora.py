@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -11,6 +11,9 @@ from sqlalchemy.orm import Session
 from livingrag.db.repositories.tenants import validate_name
 from livingrag.errors import AlreadyExists, NotFound
 from livingrag.types import CorpusInfo
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
 
 _COLS = "id, tenant_id, name, embedding_model, embedding_dim, ner_model, extractor, version, settings, created_at"
 
@@ -104,6 +107,13 @@ def current_version(session: Session, corpus_id: int) -> int:
     if v is None:
         raise NotFound(f"no corpus with id {corpus_id}")
     return int(v)
+
+
+def version_read(db: Database, tenant_id: int, corpus_id: int) -> int | None:
+    """The corpus's version (None: no such corpus for this tenant) in one round trip
+    (:meth:`Database.tenant_read`): the question path reads it for every question."""
+    rows = db.tenant_read(tenant_id, "SELECT version FROM corpora WHERE id = %(c)s", {"c": int(corpus_id)})
+    return int(rows[0][0]) if rows else None
 
 
 def delete_corpus(session: Session, corpus_id: int) -> None:
