@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from livingrag.config import LLMSettings, default_data_dir
+from livingrag.evaluation.datasets import load_dataset
 from livingrag.generation.providers import build_llm
 from livingrag.generation.qa import build_qa_prompt, generate_answer
 
@@ -59,9 +60,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write per-question records here")
     args = ap.parse_args()
 
-    base = (args.datasets or find_datasets()) / "2wikimultihopqa"
-    corpus = json.loads((base / "hipporag_1000" / "2wikimultihopqa_corpus.json").read_text())
-    questions = json.loads((base / "gold_1000" / "questions_with_gold.json").read_text())
+    data = load_dataset("2wikimultihopqa", (args.datasets or find_datasets()) / "2wikimultihopqa")
+    corpus, questions = data.corpus, data.questions
+    position = {d.key: i for i, d in enumerate(corpus)}
     max_tokens = args.max_tokens or (64 if args.style == "short" else 256)
     settings = LLMSettings(
         provider=args.provider,
@@ -80,7 +81,7 @@ def main() -> None:
     rng = random.Random(0)
     records = []
     for q in questions[args.offset : args.offset + args.n]:
-        gold = list(q["gold_corpus_idx"])
+        gold = [position[k] for k in q.gold_keys]
         picked = gold[: args.passages]
         step = 1
         while len(picked) < args.passages:  # neighbours: the question's own distractor paragraphs
@@ -89,16 +90,16 @@ def main() -> None:
                     picked.append(idx)
             step += 1
         rng.shuffle(picked)
-        passages = [f"{corpus[i]['title']}\n{corpus[i]['text']}" for i in picked]
-        prompt = build_qa_prompt(q["question"], passages, style=args.style)
+        passages = [f"{corpus[i].title}\n{corpus[i].text}" for i in picked]
+        prompt = build_qa_prompt(q.question, passages, style=args.style)
         out = generate_answer(llm, prompt)
         c = out.completion
-        pred, gold_ans = normalize(out.answer), normalize(q["answer"])
+        pred, gold_ans = normalize(out.answer), normalize(q.answer)
         hit = bool(gold_ans) and gold_ans in pred
         records.append(
             {
-                "question": q["question"],
-                "gold": q["answer"],
+                "question": q.question,
+                "gold": q.answer,
                 "answer": out.answer,
                 "marker": out.marker_found,
                 "contain": hit,
@@ -111,7 +112,7 @@ def main() -> None:
         mark = "+" if hit else "-"
         print(
             f"{mark} {c.latency_s:5.1f}s p={c.prompt_tokens:4d} c={c.completion_tokens:3d} "
-            f"{q['question'][:60]!r} -> {out.answer[:50]!r} (gold {q['answer']!r})",
+            f"{q.question[:60]!r} -> {out.answer[:50]!r} (gold {q.answer!r})",
             flush=True,
         )
         if args.show:

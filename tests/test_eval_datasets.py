@@ -291,7 +291,8 @@ def test_shared_linearrag() -> None:
 
 def test_bench_retrieval_reads_any_folder_the_stream_reader_reads(tmp_path: Path) -> None:
     """`bench retrieval --dataset musique --data-dir <not a development folder>`: the evaluation
-    reader's corpus and gold passages, as document keys, in the corpus `bench reuse` indexes."""
+    reader's corpus and gold passages, as document keys, in the corpus `bench reuse` indexes (one
+    reader: no other is tried)."""
     from livingrag.bench.retrieval import load_dataset as load_bench
     from livingrag.corpus.chunking import document_key
 
@@ -302,7 +303,7 @@ def test_bench_retrieval_reads_any_folder_the_stream_reader_reads(tmp_path: Path
     keys = {d.key: document_key(b) for d, b in zip(stream.corpus, bench.documents, strict=True)}
     assert [q.question for q in bench.questions] == [q.question for q in stream.questions]
     assert [q.gold for q in bench.questions] == [tuple(keys[k] for k in q.gold_keys) for q in stream.questions]
-    # a folder neither reader can use: both reasons in one error
+    # a folder the reader cannot use: its reason
     (tmp_path / "notes.txt").write_text("nothing here")
-    with pytest.raises(InvalidInput, match=r"hipporag_train_100/musique_train_corpus.json not found.*nor could"):
+    with pytest.raises(InvalidInput, match=r"no musique files: expected musique\*\.json \+ musique\*_corpus\.json"):
         load_bench("musique", tmp_path)

@@ -1,18 +1,13 @@
 """The retrieval benchmark: Recall@2/@5 against gold passages, latency split, indexing time, memory.
 
-Datasets (HippoRAG formats, see ``../shared/datasets/*/SOURCE.md``):
-
-* ``2wikimultihopqa``: ``hipporag_1000/2wikimultihopqa_corpus.json`` (list of {title, text}) and
-  ``gold_1000/questions_with_gold.json`` (``gold_corpus_idx`` = positions in the corpus);
-* ``musique``: ``hipporag_train_100/musique_train{,_corpus}.json`` (gold = paragraphs flagged
-  ``is_supporting``, matched to the corpus on title and text);
-* ``hotpotqa``: ``hipporag_train_100/hotpotqa_train{,_corpus}.json`` (corpus = object title ->
-  sentences; gold = the titles in ``supporting_facts``).
-
-Any other folder of one of these datasets (a raw MuSiQue/HotpotQA/2Wiki file, HippoRAG pairs,
-``../shared/datasets/musique_reuse``) is read by ``eval stream``'s reader
-(:func:`livingrag.evaluation.datasets.load_dataset`), with the same gold passages; its corpus
-is the one ``bench reuse`` indexes (:func:`stream_corpus_name`).
+Datasets are read by ``eval stream``'s reader (:func:`livingrag.evaluation.datasets.load_dataset`,
+README "Datasets"): the development folders of ``../shared/datasets`` (2WikiMultiHopQA's
+``gold_1000/questions_with_gold.json`` + ``hipporag_1000/2wikimultihopqa_corpus.json``, HippoRAG's
+``musique_train``/``hotpotqa_train`` pairs), any other HippoRAG pair, and raw MuSiQue, HotpotQA and
+2WikiMultiHopQA files. A question's gold passages become the document keys of its gold corpus
+documents; questions without gold passages are left out. The development corpora keep their
+benchmark corpus names ``bench-<dataset>`` (what earlier runs indexed and ``eval --corpus`` names);
+any other corpus is the one ``bench reuse`` indexes (:func:`stream_corpus_name`).
 
 Recall@k is HippoRAG's, reported as ``passage_recall_at_k``: the share of a question's gold passages
 found in the top k, averaged over questions; ``all_gold_recall_at_k`` is the share of questions with
@@ -27,7 +22,6 @@ import os
 import random
 import resource
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,15 +30,16 @@ import numpy as np
 
 from livingrag.bench.stats import percentile
 from livingrag.corpus.chunking import document_key
-from livingrag.corpus.ingest import Document, read_json
 from livingrag.errors import InvalidInput
+from livingrag.evaluation.datasets import Dataset as StreamDataset
+from livingrag.evaluation.datasets import load_dataset as load_stream
+from livingrag.io.documents import Document
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.corpus.graph import IndexReport
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
-    from livingrag.evaluation.datasets import Dataset as StreamDataset
     from livingrag.types import CorpusInfo
 
 DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
@@ -68,101 +63,27 @@ class BenchDataset:
         return self.corpus or f"bench-{self.name}"
 
 
-class DevelopmentFilesMissing(InvalidInput):
-    """The folder lacks a development file of the dataset (another reader may still read it)."""
-
-
-def _find(data_dir: Path, dataset: str, rel: str) -> Path:
-    for base in (data_dir, data_dir / dataset):
-        if (base / rel).exists():
-            return base / rel
-    raise DevelopmentFilesMissing(
-        f"{dataset}: {rel} not found under {data_dir} (give the dataset's folder as --data-dir)"
-    )
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"{path}: cannot read the benchmark file: {exc}") from None
-
-
-def load_2wiki(data_dir: Path) -> BenchDataset:
-    docs = read_json(_find(data_dir, "2wikimultihopqa", "hipporag_1000/2wikimultihopqa_corpus.json"))
-    keys = [document_key(d) for d in docs]
-    qs = _load_json(_find(data_dir, "2wikimultihopqa", "gold_1000/questions_with_gold.json"))
-    questions = [BenchQuestion(q["question"], tuple(dict.fromkeys(keys[i] for i in q["gold_corpus_idx"]))) for q in qs]
-    return BenchDataset("2wikimultihopqa", docs, questions)
-
-
-def load_musique(data_dir: Path) -> BenchDataset:
-    docs = read_json(_find(data_dir, "musique", "hipporag_train_100/musique_train_corpus.json"))
-    by_content = {(d.title, d.text): document_key(d) for d in docs}
-    qs = _load_json(_find(data_dir, "musique", "hipporag_train_100/musique_train.json"))
-    questions = []
-    for q in qs:
-        gold = []
-        for p in q["paragraphs"]:
-            if p.get("is_supporting"):
-                key = by_content.get((p["title"].strip(), p["paragraph_text"].strip()))
-                if key is None:
-                    raise InvalidInput(f"musique: gold paragraph {p['title']!r} is not in the corpus")
-                gold.append(key)
-        questions.append(BenchQuestion(q["question"], tuple(dict.fromkeys(gold))))
-    return BenchDataset("musique", docs, questions)
-
-
-def load_hotpotqa(data_dir: Path) -> BenchDataset:
-    docs = read_json(_find(data_dir, "hotpotqa", "hipporag_train_100/hotpotqa_train_corpus.json"))
-    by_title = {d.title: document_key(d) for d in docs}
-    qs = _load_json(_find(data_dir, "hotpotqa", "hipporag_train_100/hotpotqa_train.json"))
-    questions = []
-    for q in qs:
-        titles = dict.fromkeys(t for t, _ in q["supporting_facts"])
-        missing = [t for t in titles if t.strip() not in by_title]
-        if missing:
-            raise InvalidInput(f"hotpotqa: gold titles {missing} are not in the corpus")
-        questions.append(BenchQuestion(q["question"], tuple(by_title[t.strip()] for t in titles)))
-    return BenchDataset("hotpotqa", docs, questions)
-
-
-LOADERS: dict[str, Callable[[Path], BenchDataset]] = {
-    "2wikimultihopqa": load_2wiki,
-    "musique": load_musique,
-    "hotpotqa": load_hotpotqa,
+DEVELOPMENT_CORPORA: dict[str, str] = {
+    "2wikimultihopqa": "2wikimultihopqa_corpus.json",
+    "musique": "musique_train_corpus.json",
+    "hotpotqa": "hotpotqa_train_corpus.json",
 }
+"""Per dataset, the corpus file of its development folder, indexed as ``bench-<dataset>``."""
 
 
 def load_dataset(name: str, data_dir: str | Path) -> BenchDataset:
-    """The development folder's files (see the module docstring) when ``data_dir`` has them, else
-    whatever ``eval stream``'s reader finds there."""
-    if name not in LOADERS:
+    """The dataset ``name`` under ``data_dir`` as ``eval stream``'s reader reads it, for the
+    benchmark (see the module docstring)."""
+    if name not in DATASETS:
         raise InvalidInput(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     path = Path(data_dir).expanduser()
-    try:
-        return LOADERS[name](path)
-    except DevelopmentFilesMissing as missing:
-        try:
-            return _from_stream_reader(name, path)
-        except InvalidInput as exc:
-            raise InvalidInput(f"{missing}; nor could the evaluation reader use it: {exc}") from None
+    return bench_dataset(load_stream(name, path), path)
 
 
-def stream_corpus_name(dataset: StreamDataset) -> str:
-    """``bench-reuse-<dataset>-<corpus file stem>``: the benchmark corpus of a dataset read by the
-    evaluation reader, one per corpus file (``bench retrieval`` and ``bench reuse`` share it)."""
-    stem = Path(dataset.sources[-1]).stem if dataset.sources else "corpus"
-    return f"bench-reuse-{dataset.name}-{stem}"[:100]
-
-
-def _from_stream_reader(name: str, path: Path) -> BenchDataset:
-    """The dataset as :func:`livingrag.evaluation.datasets.load_dataset` reads it: its corpus
-    documents and, per question with gold passages, their document keys."""
-    from livingrag.evaluation.datasets import load_dataset as load_stream
-
-    ds = load_stream(name, path)
-    docs = [Document(title=d.title, text=d.text) for d in ds.corpus]  # as `bench reuse` indexes them
+def bench_dataset(ds: StreamDataset, where: str | Path = "") -> BenchDataset:
+    """``ds``'s corpus documents (title and text, as ``bench reuse`` indexes them) and, per question
+    with gold passages, their document keys in the question's order."""
+    docs = [Document(title=d.title, text=d.text) for d in ds.corpus]
     key_of = {d.key: document_key(doc) for d, doc in zip(ds.corpus, docs, strict=True)}
     questions = [
         BenchQuestion(q.question, tuple(dict.fromkeys(key_of[k] for k in q.gold_keys)))
@@ -170,8 +91,23 @@ def _from_stream_reader(name: str, path: Path) -> BenchDataset:
         if q.gold_keys
     ]
     if not questions:
-        raise InvalidInput(f"{name}: no question under {path} names its gold passages")
-    return BenchDataset(name, docs, questions, corpus=stream_corpus_name(ds))
+        raise InvalidInput(f"{ds.name}: no question under {where or ', '.join(ds.sources)} names its gold passages")
+    return BenchDataset(ds.name, docs, questions, corpus=bench_corpus_name(ds))
+
+
+def bench_corpus_name(dataset: StreamDataset) -> str:
+    """``bench-<dataset>`` for a development corpus (:data:`DEVELOPMENT_CORPORA`), else
+    :func:`stream_corpus_name`."""
+    if dataset.sources and Path(dataset.sources[-1]).name == DEVELOPMENT_CORPORA.get(dataset.name):
+        return f"bench-{dataset.name}"
+    return stream_corpus_name(dataset)
+
+
+def stream_corpus_name(dataset: StreamDataset) -> str:
+    """``bench-reuse-<dataset>-<corpus file stem>``: the benchmark corpus of a dataset read by the
+    evaluation reader, one per corpus file (``bench retrieval`` and ``bench reuse`` share it)."""
+    stem = Path(dataset.sources[-1]).stem if dataset.sources else "corpus"
+    return f"bench-reuse-{dataset.name}-{stem}"[:100]
 
 
 def peak_rss_mb() -> float:
@@ -437,6 +373,7 @@ __all__ = [
     "DATASETS",
     "BenchDataset",
     "BenchQuestion",
+    "bench_dataset",
     "bench_settings",
     "ensure_bench_corpus",
     "load_dataset",

@@ -10,7 +10,10 @@ from rich.table import Table
 from livingrag.cli.common import console, err_console, examples, load_settings, open_database, print_json
 
 RETRIEVAL_HELP = (
-    "Benchmark the retriever on a HippoRAG-format dataset: index its corpus if not yet indexed (in the configured "
+    'Benchmark the retriever on a multi-hop QA dataset, read as `eval stream` reads it (README "Datasets": the '
+    "development folders of ../shared/datasets, HippoRAG's question + corpus pairs, raw MuSiQue JSON lines in a "
+    ".jsonl or .json file, raw HotpotQA and 2WikiMultiHopQA files; questions without gold passages are left out): "
+    "index its corpus if not yet indexed (in the configured "
     "database, under the tenant 'bench'), run every question, and report Recall@2/@5 against the gold passages, "
     "dense-only Recall@5 with the same embedder, latency p50/p95 split into query encoding and graph work, "
     "indexing wall time by phase and peak memory. Re-runs reuse the index; --shuffle-seed indexes a copy of the "
@@ -18,6 +21,7 @@ RETRIEVAL_HELP = (
     + examples(
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench retrieval --dataset musique --data-dir ../shared/datasets/musique --json",
+        "livingrag bench retrieval --dataset musique --data-dir musique_ans_v1.0_dev.jsonl --limit 200",
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir DATA --shuffle-seed 7 --limit 200 --json",
     )
 )
@@ -25,7 +29,11 @@ RETRIEVAL_HELP = (
 
 def retrieval(
     dataset: str = typer.Option(..., "--dataset", help="2wikimultihopqa, musique or hotpotqa."),
-    data_dir: Path = typer.Option(..., "--data-dir", help="The dataset's folder (as in ../shared/datasets)."),
+    data_dir: Path = typer.Option(
+        ...,
+        "--data-dir",
+        help="The dataset's folder (e.g. ../shared/datasets/musique; ../shared/datasets works too) or question file.",
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
     shuffle_seed: int | None = typer.Option(None, "--shuffle-seed", help="Index the corpus in this shuffled order."),
     preset: str | None = typer.Option(None, "--preset", help="Retrieval preset (default: the dataset's)."),

@@ -6,7 +6,8 @@ Accepted inputs (by path):
   optional ``id``/``_id``/``idx`` becomes the external id); a list of strings (LinearRAG's chunk
   files; their ``"<n>:"`` prefixes are removed when every string has one); or an object mapping
   titles to a text or a list of sentences (HotpotQA's corpus format).
-* ``*.jsonl``: one object or string per line, as above.
+* ``*.jsonl``: one object or string per line, as above; so is a ``*.json`` file that holds JSON
+  lines (read by content, :func:`livingrag.io.records.read_structured`).
 * ``*.txt`` / ``*.md``: one document; its title is the file name without the suffix.
 * a folder: every ``.txt`` and ``.md`` file under it (recursively, in path order).
 
@@ -17,52 +18,18 @@ writes anything.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from livingrag.errors import InvalidInput
+from livingrag.io.documents import Document
+from livingrag.io.records import Structured, read_structured, read_text
 
 TEXT_SUFFIXES = (".txt", ".md")
 ID_FIELDS = ("id", "_id", "idx")
 _LINEARRAG_PREFIX = re.compile(r"^\d+:")
-
-
-@dataclass(frozen=True)
-class Document:
-    """One source document (before chunking)."""
-
-    title: str
-    text: str
-    external_id: str | None = None
-    source: str = ""
-
-
-def _decode(path: Path, data: bytes) -> str:
-    if not data.strip():
-        raise InvalidInput(f"{path}: the file is empty")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        bad = data[exc.start]
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InvalidInput(
-            f"{path}: not UTF-8 text (byte 0x{bad:02x} at offset {exc.start}, line {line}); convert the file to UTF-8"
-        ) from None
-    if not text.strip():
-        raise InvalidInput(f"{path}: the file is empty")
-    return text
-
-
-def _read(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read the file: {exc.strerror or exc}") from None
-    return _decode(path, data)
 
 
 def _record(path: Path, where: str, rec: Any) -> Document:
@@ -113,15 +80,21 @@ def _strip_linearrag_prefixes(docs: list[Document], raw: list[Any]) -> list[Docu
 
 
 def read_json(path: Path) -> list[Document]:
-    text = _read(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    """The documents of a ``.json`` file: a list of records, an object title -> text, or JSON lines."""
+    return _documents(path, read_structured(path))
+
+
+def read_jsonl(path: Path) -> list[Document]:
+    """The documents of a JSON-lines file: one record (object or string) a line."""
+    return _documents(path, read_structured(path))
+
+
+def _documents(path: Path, parsed: Structured) -> list[Document]:
+    data = parsed.value
     if isinstance(data, list):
         if not data:
             raise InvalidInput(f"{path}: the JSON list is empty")
-        docs = [_record(path, f"record at index {i}", r) for i, r in enumerate(data)]
+        docs = [_record(path, parsed.where(i), r) for i, r in enumerate(data)]
         return _strip_linearrag_prefixes(docs, data)
     if isinstance(data, dict):
         if not data:
@@ -142,24 +115,8 @@ def read_json(path: Path) -> list[Document]:
     raise InvalidInput(f"{path}: expected a JSON list of records or an object of title -> text, got {_kind(data)}")
 
 
-def read_jsonl(path: Path) -> list[Document]:
-    text = _read(path)
-    docs: list[Document] = []
-    raw: list[Any] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path}: line {n}: not valid JSON (column {exc.colno}: {exc.msg})") from None
-        raw.append(rec)
-        docs.append(_record(path, f"line {n}", rec))
-    return _strip_linearrag_prefixes(docs, raw)
-
-
 def read_text_file(path: Path, root: Path | None = None) -> Document:
-    text = _read(path)
+    text = read_text(path)
     rel = path.relative_to(root).as_posix() if root is not None else path.name
     return Document(title=path.stem, text=text.strip(), external_id=rel, source=rel)
 

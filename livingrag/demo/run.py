@@ -9,15 +9,16 @@ them is invented, so the model cannot answer from memory.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from livingrag.errors import LLMError
 from livingrag.evaluation.metrics import contain_match
+from livingrag.io.records import read_records
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -28,7 +29,8 @@ DEMO_CORPUS = "demo-kb"
 
 
 def demo_questions() -> list[dict[str, Any]]:
-    return json.loads(resources.files("livingrag.demo").joinpath("questions.json").read_text(encoding="utf-8"))
+    """The demo's question stream (``questions.json``), read as every dataset file is."""
+    return read_records(Path(str(resources.files("livingrag.demo").joinpath("questions.json"))))
 
 
 def demo_corpus_path() -> str:

@@ -40,7 +40,6 @@ raise :class:`livingrag.errors.InvalidInput` naming the file and the record.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections import Counter
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from livingrag.errors import InvalidInput
+from livingrag.io.documents import Document
+from livingrag.io.records import read_records, read_structured
 
 DATASET_NAMES: tuple[str, ...] = ("2wikimultihopqa", "musique", "hotpotqa", "linearrag", "wixqa", "jsonl")
 """The ``--dataset`` names the CLI accepts."""
@@ -60,15 +61,6 @@ WIXQA_DEFAULT_SPLITS: tuple[str, ...] = ("expertwritten", "simulated")
 
 # --------------------------------------------------------------------------------------------------
 # Types
-
-
-@dataclass(frozen=True)
-class Document:
-    """One corpus passage (or article) as the benchmark ships it."""
-
-    key: str
-    title: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -232,6 +224,8 @@ def load_dataset(
     base = Path(data_dir) if data_dir is not None else None
     if base is not None and not base.exists():
         raise InvalidInput(f"dataset {name}: {base} does not exist")
+    if base is not None and base.is_dir() and (base / name).is_dir():
+        base = base / name  # the folder of all datasets (../shared/datasets): the dataset's own
     qpath = Path(questions) if questions is not None else None
     cpath = Path(corpus) if corpus is not None else None
 
@@ -256,55 +250,6 @@ def load_dataset(
 
 def _norm_ws(s: str) -> str:
     return " ".join(s.split())
-
-
-def read_json(path: Path) -> Any:
-    """Parse a JSON file; errors name the file (and line/column for syntax errors)."""
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    if not raw.strip():
-        raise InvalidInput(f"{path}: empty file")
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-
-
-def read_jsonl(path: Path) -> list[Any]:
-    """Parse a JSON-lines file (blank lines skipped); errors name the file and line."""
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
-    out = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"{path}: line {lineno}: not valid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    if not out:
-        raise InvalidInput(f"{path}: empty file")
-    return out
-
-
-def _read_records(path: Path) -> list[Any]:
-    """A JSON list or JSON lines, by content: ``.jsonl`` is always JSON lines."""
-    if path.suffix == ".jsonl":
-        return read_jsonl(path)
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise InvalidInput(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-    if not data:
-        raise InvalidInput(f"{path}: the list of records is empty")
-    return data
 
 
 class _Rec:
@@ -377,10 +322,9 @@ def _type_of(r: _Rec) -> str | None:
 def read_corpus(path: Path) -> tuple[Document, ...]:
     """A corpus file: a JSON list of ``{title, text}``, an object ``title -> [sentences]`` (HippoRAG's
     HotpotQA), a JSON list of strings (LinearRAG chunks ``"<n>:<text>"``), or JSON lines ``{id?, title?,
-    text}``. Keys: explicit ids when given, else positions."""
-    if path.suffix == ".jsonl":
-        return _corpus_from_records(path, read_jsonl(path))
-    data = read_json(path)
+    text}`` (in a ``.jsonl`` file, or a ``.json`` one that holds JSON lines). Keys: explicit ids when
+    given, else positions. Titles and texts are stripped, as ``corpus add`` strips them."""
+    data = read_structured(path).value
     if isinstance(data, dict):
         docs = []
         for i, (title, sents) in enumerate(data.items()):
@@ -390,7 +334,7 @@ def read_corpus(path: Path) -> tuple[Document, ...]:
                 text = "".join(sents)
             else:
                 raise InvalidInput(f"{path}: entry {i} (title {title!r}): expected a list of sentence strings")
-            docs.append(Document(str(i), title, text))
+            docs.append(_document(str(i), title, text))
         if not docs:
             raise InvalidInput(f"{path}: the corpus is empty")
         return tuple(docs)
@@ -403,6 +347,11 @@ def read_corpus(path: Path) -> tuple[Document, ...]:
     return _corpus_from_records(path, data)
 
 
+def _document(key: str, title: str, text: str) -> Document:
+    """A corpus passage with its dataset key (the document's external id), title and text stripped."""
+    return Document(title=title.strip(), text=text.strip(), external_id=key)
+
+
 def _corpus_from_records(path: Path, data: list[Any]) -> tuple[Document, ...]:
     docs = []
     seen: set[str] = set()
@@ -413,7 +362,7 @@ def _corpus_from_records(path: Path, data: list[Any]) -> tuple[Document, ...]:
         if key in seen:
             raise r.error(f"duplicate key {key!r}")
         seen.add(key)
-        docs.append(Document(key, r.get_str("title", required=False, allow_empty=True), text))
+        docs.append(_document(key, r.get_str("title", required=False, allow_empty=True), text))
     return tuple(docs)
 
 
@@ -431,7 +380,7 @@ def _linearrag_chunks(path: Path, data: list[str]) -> tuple[Document, ...]:
         if key in seen:
             raise InvalidInput(f"{path}: chunk {i}: duplicate chunk number {key}")
         seen.add(key)
-        docs.append(Document(key, "", text))
+        docs.append(_document(key, "", text))
     return tuple(docs)
 
 
@@ -454,14 +403,17 @@ class _CorpusIndex:
             self.by_title.setdefault(d.title, []).append(d.key)
 
     def add(self, title: str, text: str) -> str:
+        title = title.strip()
         key = self.by_title_text.get((title, _norm_ws(text)))
         if key is None:
             key = str(len(self.docs))
-            self._put(Document(key, title, text))
+            self._put(_document(key, title, text))
         return key
 
     def find(self, title: str, texts: Iterable[str] = (), *, by_title: bool = True) -> str | None:
-        """The key for a paragraph: exact title + text first (each text variant), then a unique title."""
+        """The key for a paragraph: exact title + text first (each text variant), then a unique title
+        (titles compared stripped, texts whitespace-normalised)."""
+        title = title.strip()
         for t in texts:
             key = self.by_title_text.get((title, _norm_ws(t)))
             if key is not None:
@@ -614,7 +566,13 @@ def _find_raw(base: Path, globs: Sequence[str]) -> Path | None:
     return None
 
 
+TWOWIKI_RAW_GLOBS = ("2wiki*.json", "2wiki*.jsonl", "dev.json", "train.json")
+"""Raw 2WikiMultiHopQA question files (the release's ``dev.json``/``train.json``), read alone."""
+
+
 def _load_2wiki(base: Path | None, qpath: Path | None, cpath: Path | None) -> Dataset:
+    if qpath is None and base is not None and base.is_file():
+        qpath = base
     if qpath is None:
         assert base is not None
         gold = next(
@@ -633,13 +591,17 @@ def _load_2wiki(base: Path | None, qpath: Path | None, cpath: Path | None) -> Da
                 raise InvalidInput(f"{base}: found {gold.name} but no 2wikimultihopqa*_corpus.json next to it")
             return load_gold_index_file(gold, corpus, name="2wikimultihopqa")
         pair = _find_pair(base, "2wikimultihopqa")
-        if pair is None:
+        if pair is not None:
+            qpath, cpath = pair[0], cpath or pair[1]
+        else:
+            qpath = _find_raw(base, TWOWIKI_RAW_GLOBS)
+        if qpath is None:
             raise InvalidInput(
                 f"{base}: no 2WikiMultiHopQA files: expected gold_1000/questions_with_gold.json + "
-                "hipporag_1000/2wikimultihopqa_corpus.json, or 2wikimultihopqa.json + 2wikimultihopqa_corpus.json"
+                "hipporag_1000/2wikimultihopqa_corpus.json, or 2wikimultihopqa.json + 2wikimultihopqa_corpus.json, "
+                f"or a raw file matching {' or '.join(TWOWIKI_RAW_GLOBS)}"
             )
-        qpath, cpath = pair[0], cpath or pair[1]
-    data = _read_records(qpath)
+    data = read_records(qpath)
     if isinstance(data[0], dict) and "gold_corpus_idx" in data[0]:
         if cpath is None:
             raise InvalidInput(f"{qpath}: gold_corpus_idx needs the corpus file it indexes")
@@ -652,7 +614,7 @@ def load_gold_index_file(questions: Path, corpus: Path, *, name: str) -> Dataset
     as in ``2wikimultihopqa/gold_1000/questions_with_gold.json``."""
     docs = read_corpus(corpus)
     out = []
-    for i, rec in enumerate(_read_records(questions)):
+    for i, rec in enumerate(read_records(questions)):
         r = _Rec(questions, i, rec)
         idx = r.get_list("gold_corpus_idx")
         keys = []
@@ -663,7 +625,7 @@ def load_gold_index_file(questions: Path, corpus: Path, *, name: str) -> Dataset
         titles = r.get_str_list("gold_titles")
         if titles and len(titles) == len(idx):
             for j, (n, t) in enumerate(zip(idx, titles, strict=True)):
-                if docs[n].title != t:
+                if docs[n].title != t.strip():
                     raise r.error(f"gold_titles[{j}] = {t!r} but passage {n} of {corpus.name} is {docs[n].title!r}")
         answer, aliases = _answer_and_aliases(r)
         out.append(Question(r.qid(), r.get_str("question"), answer, aliases, tuple(dict.fromkeys(keys)), _type_of(r)))
@@ -676,7 +638,7 @@ def load_hipporag(questions: Path, corpus: Path | None, *, name: str) -> Dataset
 
     Without a corpus file the corpus is the questions' own paragraphs, de-duplicated on (title, text).
     """
-    data = _read_records(questions)
+    data = read_records(questions)
     problems: list[str] = []
     dropped = 0
     out: list[Question] = []
@@ -743,7 +705,7 @@ def _load_linearrag(base: Path | None, qpath: Path | None, cpath: Path | None) -
         raise InvalidInput(f"{cpath}: no such file; the LinearRAG format needs chunks.json next to questions.json")
     docs = read_corpus(cpath)
     out = []
-    for i, rec in enumerate(_read_records(qpath)):
+    for i, rec in enumerate(read_records(qpath)):
         r = _Rec(qpath, i, rec)
         answer, aliases = _answer_and_aliases(r)
         out.append(Question(r.qid(), r.get_str("question"), answer, aliases, (), _type_of(r)))
@@ -781,14 +743,14 @@ def _wixqa_from_files(qfiles: Sequence[Path], corpus: Path | None) -> Dataset:
     if corpus is None:
         raise InvalidInput("wixqa: the knowledge-base corpus file (wix_kb_corpus) is required")
     docs = []
-    for i, rec in enumerate(_read_records(corpus)):
+    for i, rec in enumerate(read_records(corpus)):
         r = _Rec(corpus, i, rec, "article")
         key = r.get_str("id", "_id", "key")
         title = r.get_str("title", required=False, allow_empty=True)
         if not title:
             url = r.get_str("url", required=False)
             title = url.rstrip("/").rsplit("/", 1)[-1].replace("-", " ") if url else ""
-        docs.append(Document(key, title, r.get_str("contents", "text")))
+        docs.append(_document(key, title, r.get_str("contents", "text")))
     keys = {d.key for d in docs}
     if len(keys) != len(docs):
         raise InvalidInput(f"{corpus}: duplicate article ids")
@@ -796,7 +758,7 @@ def _wixqa_from_files(qfiles: Sequence[Path], corpus: Path | None) -> Dataset:
     out = []
     for qf in qfiles:
         split = re.sub(r"^wixqa_", "", qf.stem).split("_")[0].split("-")[0] or qf.stem
-        for i, rec in enumerate(_read_records(qf)):
+        for i, rec in enumerate(read_records(qf)):
             r = _Rec(qf, i, rec)
             gold = r.get_str_list("article_ids")
             missing = [g for g in gold if g not in keys]
@@ -829,7 +791,7 @@ def load_jsonl(questions: Path, corpus: Path) -> Dataset:
     problems: list[str] = []
     out = []
     seen: set[str] = set()
-    for i, rec in enumerate(_read_records(questions)):
+    for i, rec in enumerate(read_records(questions)):
         r = _Rec(questions, i, rec)
         if r.has("answers"):
             answers = r.get_str_list("answers", required=True)
