@@ -54,6 +54,7 @@ PURE = {
     "livingrag.sparse",
     "livingrag.types",
     "livingrag.errors",
+    "livingrag.io",
 }
 PURE_THIRD_PARTY = {"numpy", "scipy"}
 ENTRY_POINTS = ("bench", "api", "cli", "demo", "testing", "diagnostics")
