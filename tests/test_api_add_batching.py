@@ -135,3 +135,21 @@ def test_a_request_over_the_quota_fails_alone_when_batched(db: Database, databas
             assert [r.status_code for r in results] == [201, 409, 201], [r.text for r in results]
             assert "api.max_passages_per_corpus = 5" in results[1].json()["error"]["message"]
             assert len(_passages(db, cid)) == 5
+
+
+def test_min_corpus_version_answers_from_that_version_or_says_it_is_not_there(db: Database, database_url: str) -> None:
+    with OpenAICompatServer() as llm, app_client(db, api_settings(database_url, llm.base_url)) as client:
+        with db.owner_session() as s:
+            _, key = tenants.create_tenant(s, f"minv-{uuid.uuid4().hex[:8]}")
+        cid = seed_corpus(client, key, docs=CORPUS[:3])
+        r = client.post(f"/v1/corpora/{cid}/passages", json={"passages": [{"text": "Min town lies on the Ostra."}]},
+                        headers=auth(key))  # fmt: skip
+        version = r.json()["version"]
+        ask = {"question": CORPUS[0]["text"][:60], "corpus": cid, "mode": "linear"}
+        r = client.post("/v1/ask", json=ask | {"min_corpus_version": version}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        r = client.post("/v1/ask", json=ask | {"min_corpus_version": version + 1}, headers=auth(key))
+        assert r.status_code == 409, r.text
+        assert f"below min_corpus_version {version + 1}" in r.json()["error"]["message"]
+        r = client.post("/v1/ask", json=ask | {"min_corpus_version": -1}, headers=auth(key))
+        assert r.status_code == 422 and "min_corpus_version" in r.text

@@ -207,6 +207,12 @@ class AskIn(_In):
         description="Components switched off in the living mode: fusion, scaffold, gate.",
     )
     top_k: int | None = Field(default=None, ge=1, le=100, description="Passages given to the prompt.")
+    min_corpus_version: int | None = Field(
+        default=None,
+        ge=0,
+        description="Answer from the corpus at this version or later (the `version` a passage change returned, "
+        "e.g. through another replica); 409 if the corpus has not reached it.",
+    )
 
 
 class AskPassage(BaseModel):

@@ -28,7 +28,7 @@ from livingrag.db.repositories import corpora, tenants
 from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
-from livingrag.errors import InvalidInput, LivingRAGError, LLMError
+from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.answer_reuse import pick_repeat
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.store import ExperienceStore
@@ -219,8 +219,13 @@ class LivingRAG:
         ablations: Iterable[str] = (),
         top_k: int | None = None,
         defer_writeback: bool = False,
+        min_corpus_version: int | None = None,
     ) -> Answer:
         """Answer one question; the experience write-back is queued, never awaited.
+
+        ``min_corpus_version``: answer from a graph of at least this corpus version (a client that
+        changed the corpus through another replica passes the version it was told); waits for a
+        load in flight, and raises :class:`Conflict` when the corpus is not at that version yet.
 
         ``defer_writeback=True`` queues nothing: the answer carries the candidate, and the caller
         queues it with :meth:`submit_writeback` (the stream evaluation does, in stream order).
@@ -237,8 +242,15 @@ class LivingRAG:
         r = self.retriever(tenant_id, info)
         lat["setup"] = _ms(t0)  # name resolution; the first query of a corpus also loads its models
         t = time.perf_counter()
+        graph = None
+        if min_corpus_version is not None:
+            graph = r.graph(min_version=min_corpus_version)
+            if graph.version < min_corpus_version:
+                raise Conflict(
+                    f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
+                )
         # living mode embeds the question's template (eq. 11) in the question's forward pass
-        enc = r.encode(q, template=mask if (m.read and use_experience) else None)
+        enc = r.encode(q, graph=graph, template=mask if (m.read and use_experience) else None)
         lat["encode"] = _ms(t)
 
         match: MatchResult | None = None

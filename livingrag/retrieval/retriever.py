@@ -120,9 +120,12 @@ class Retriever:
 
     # ------------------------------------------------------------------ graph
 
-    def graph(self) -> CorpusGraph:
-        """The corpus graph at its current version (loaded, or reloaded after a change)."""
-        return self.cache.get(self.db, self.tenant_id, self.corpus.id, self.corpus.embedding_dim)
+    def graph(self, *, min_version: int | None = None) -> CorpusGraph:
+        """The corpus graph at its current version (loaded, or reloaded after a change; while a
+        newer version loads, the previous one unless it is older than ``min_version``)."""
+        return self.cache.get(
+            self.db, self.tenant_id, self.corpus.id, self.corpus.embedding_dim, min_version=min_version
+        )
 
     # ------------------------------------------------------------------ encode
 

@@ -65,7 +65,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
             with svc.db.tenant_session(tid) as s:
                 corpus_id = corpora.get_corpus(s, ref).id
         a = svc.rag.answer(body.question, tenant=tid, corpus=corpus_id, mode=body.mode, ablations=body.ablations,
-                           top_k=body.top_k)  # fmt: skip
+                           top_k=body.top_k, min_corpus_version=body.min_corpus_version)  # fmt: skip
     finally:
         svc.ask_slots.release()
         svc.tenant_slots.release(tid)
