@@ -292,7 +292,7 @@ def _open_database(settings: Settings, connect_timeout_s: float) -> Database:
 
     timeout = min(settings.db.connect_timeout_s, connect_timeout_s)
     db_settings = settings.db.model_copy(update={"connect_timeout_s": timeout})
-    return Database(db_settings, check_schema=False)  # doctor reports the schema, it never migrates
+    return Database(db_settings)  # doctor reports the schema, it never migrates
 
 
 def _where(settings: Settings, db: Database | None = None) -> str:

@@ -69,7 +69,7 @@ def database_url(make_database_url: Callable[[], str]) -> str:
     from livingrag.db import migrate
 
     url = make_database_url()
-    db = Database(db_settings_for(url), check_schema=False)
+    db = Database(db_settings_for(url))
     migrate.upgrade(db)
     db.dispose()
     return url

@@ -43,7 +43,7 @@ id_like = st.integers(min_value=-5, max_value=2**70) | st.sampled_from(["0", "ab
 @pytest.fixture(scope="module")
 def fuzz_db(make_database_url: Callable[[], str]) -> Iterator[tuple[Database, str]]:
     url = make_database_url()
-    db = Database(db_settings_for(url), check_schema=False)
+    db = Database(db_settings_for(url))
     migrate.upgrade(db)
     db.dispose()
     database = Database(db_settings_for(url))

@@ -137,7 +137,7 @@ def test_postgres_restart_under_load(tmp_path: Path, capsys: Any) -> None:
             c.execute(text('CREATE DATABASE "lrg_restart"'))
         admin.dispose()
         url = make_url(server.url).set(database="lrg_restart").render_as_string(hide_password=False)
-        db = Database(db_settings_for(url), check_schema=False)
+        db = Database(db_settings_for(url))
         migrate.upgrade(db)
         db.dispose()
         with OpenAICompatServer() as llm:

@@ -75,6 +75,46 @@ def test_db_status_json(cli_env: dict[str, str]) -> None:
     assert data["server"] == "external" and data["up_to_date"] is True
 
 
+@pytest.mark.db
+def test_db_upgrade_migrates_an_empty_database(
+    make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from livingrag.db import migrate
+    from livingrag.db.engine import Database
+    from tests.conftest import db_settings_for
+
+    url = make_database_url()
+    monkeypatch.setenv("LIVINGRAG_DB__URL", url)
+    res = runner.invoke(app, ["db", "upgrade"])
+    assert res.exit_code == 0, res.output
+    assert f"schema at revision {migrate.head_revision()}" in res.output
+    db = Database(db_settings_for(url))
+    try:
+        assert migrate.status(db).up_to_date
+    finally:
+        db.dispose()
+
+
+@pytest.mark.db
+def test_a_command_on_an_unmigrated_external_database_names_db_upgrade(
+    make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from livingrag.db import migrate
+    from livingrag.db.engine import Database
+    from tests.conftest import db_settings_for
+
+    url = make_database_url()
+    monkeypatch.setenv("LIVINGRAG_DB__URL", url)
+    code, err = _run_main(monkeypatch, capsys, "tenant", "list")
+    assert code == 1
+    assert "no livingrag schema" in err and "livingrag db upgrade" in err
+    db = Database(db_settings_for(url))
+    try:
+        assert migrate.status(db).current is None  # refused, not migrated: an external schema is its operator's
+    finally:
+        db.dispose()
+
+
 def test_config_show_masks_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIVINGRAG_LLM__API_KEY", "sk-topsecret")
     res = runner.invoke(app, ["config", "show", "--json"])

@@ -69,7 +69,7 @@ def test_the_compose_roles_migrate_and_serve_bound_by_rls(pg_server_url: str, da
     owner_url = url.set(username="livingrag_owner", password=OWNER_PW).render_as_string(hide_password=False)
     web_url = url.set(username="livingrag_web", password=WEB_PW).render_as_string(hide_password=False)
     try:
-        owner = Database(db_settings_for(owner_url), check_schema=False)
+        owner = Database(db_settings_for(owner_url))
         with owner.owner_engine.connect() as c:
             row = c.execute(
                 text("SELECT rolsuper, rolbypassrls, rolcreaterole FROM pg_roles WHERE rolname = current_user")

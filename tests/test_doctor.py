@@ -294,7 +294,7 @@ def test_external_database_without_schema_fails_and_is_not_migrated(
     code, out = doctor("--only", "schema")
     assert code == 1, out
     assert "no livingrag schema" in line_of(out, "schema") and "livingrag db upgrade" in out
-    db = Database(DBSettings(url=SecretStr(url)), check_schema=False)
+    db = Database(DBSettings(url=SecretStr(url)))
     try:
         assert migrate.status(db).current is None  # doctor did not migrate it
     finally:

@@ -104,6 +104,31 @@ def test_restarts_after_the_server_itself_was_killed(data_dir: Path) -> None:
     assert q.wait(60) == 0
 
 
+def test_connecting_leaves_the_schema_and_opening_upgrades_the_embedded_database(data_dir: Path) -> None:
+    """``Database`` starts the embedded server and only connects; :func:`open_database` (what the
+    commands, ``serve`` and ``demo`` call) upgrades the embedded database to head on first use."""
+    from sqlalchemy import inspect
+
+    from livingrag.config import DBSettings
+    from livingrag.db import migrate
+    from livingrag.db.engine import Database
+    from livingrag.db.setup import open_database
+
+    settings = DBSettings(data_dir=data_dir)
+    bare = Database(settings)
+    try:
+        assert bare.embedded is not None
+        with bare.owner_engine.connect() as conn:
+            assert "alembic_version" not in inspect(conn).get_table_names()
+        opened = open_database(settings)
+        try:
+            assert migrate.status(opened).up_to_date
+        finally:
+            opened.close()
+    finally:
+        bare.close()
+
+
 def _interpreter_for(user: str) -> str | None:
     """A Python of this version that ``user`` can execute (a venv's python may live under /root)."""
     candidates = [sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"]

@@ -51,7 +51,7 @@ def env(make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -
     from tests.conftest import db_settings_for
 
     url = make_database_url()  # a database of its own: the runner empties its corpus's experiences
-    db = Database(db_settings_for(url), check_schema=False)
+    db = Database(db_settings_for(url))
     migrate.upgrade(db)
     db.dispose()
     with OpenAICompatServer() as server:

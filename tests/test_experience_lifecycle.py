@@ -289,7 +289,7 @@ def test_views_respect_row_level_security(db: Database, make_tenant: Callable[..
 
 
 def test_upgrade_from_0001_normalises_entity_weights(make_database_url: Callable[[], str]) -> None:
-    fresh = Database(db_settings_for(make_database_url()), check_schema=False)
+    fresh = Database(db_settings_for(make_database_url()))
     try:
         migrate.upgrade(fresh, "0001")
         with fresh.owner_session() as s:

@@ -69,7 +69,7 @@ def owned_url(pg_server_url: str, database_url: str) -> Iterator[str]:
         c.execute(text("CREATE EXTENSION vector"))
     superuser.dispose()
     owner_url = url.set(username=OWNER, password="force-test").render_as_string(hide_password=False)
-    owner_db = Database(db_settings_for(owner_url), check_schema=False)
+    owner_db = Database(db_settings_for(owner_url))
     migrate.upgrade(owner_db)
     owner_db.dispose()
     yield owner_url
@@ -195,7 +195,7 @@ def test_the_application_role_cannot_take_the_owner_route(
 def test_migrations_run_as_the_non_superuser_owner_with_data(owned_url: str) -> None:
     """0006 and 0007 downgrade and upgrade again as the non-superuser owner with rows of two
     tenants in every table; the data migrations' connection takes the owner route."""
-    owner = Database(db_settings_for(owned_url), check_schema=False)
+    owner = Database(db_settings_for(owned_url))
     try:
         for tag in ("m1", "m2"):
             with owner.owner_session() as s:

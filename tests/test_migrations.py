@@ -11,6 +11,7 @@ from sqlalchemy import inspect, text
 from livingrag.db import migrate
 from livingrag.db.engine import Database
 from livingrag.db.models import KEY_TABLES, TENANT_OWNED_TABLES
+from livingrag.db.setup import open_database
 from livingrag.errors import SchemaOutOfDate
 from tests.conftest import db_settings_for
 
@@ -26,7 +27,7 @@ def _revisions() -> list[str]:
 
 @pytest.fixture
 def fresh_db(make_database_url: Callable[[], str]) -> Database:
-    db = Database(db_settings_for(make_database_url()), check_schema=False)
+    db = Database(db_settings_for(make_database_url()))
     yield db
     db.dispose()
 
@@ -100,13 +101,45 @@ def test_schema_shape(fresh_db: Database) -> None:
 def test_external_server_refuses_out_of_date_schema(make_database_url: Callable[[], str]) -> None:
     url = make_database_url()
     with pytest.raises(SchemaOutOfDate, match="livingrag db upgrade"):
-        Database(db_settings_for(url))
-    db = Database(db_settings_for(url), check_schema=False)
+        open_database(db_settings_for(url))
+    db = Database(db_settings_for(url))
     migrate.upgrade(db, _revisions()[0])
     if len(_revisions()) > 1:
         with pytest.raises(SchemaOutOfDate, match="livingrag db upgrade"):
-            Database(db_settings_for(url))
+            open_database(db_settings_for(url))
+    assert migrate.status(db).current == _revisions()[0]  # checked, never migrated
     db.dispose()
+
+
+def test_connecting_creates_no_schema(fresh_db: Database) -> None:
+    """``Database(...)`` only connects: an empty database stays empty, not even ``alembic_version``."""
+    assert _tables(fresh_db) == set()
+    assert migrate.status(fresh_db).current is None
+
+
+def test_opening_a_current_external_database_does_not_migrate(database_url: str) -> None:
+    db = open_database(db_settings_for(database_url))
+    try:
+        assert migrate.status(db).up_to_date
+    finally:
+        db.close()
+
+
+def test_the_connection_layer_does_not_import_the_migrations() -> None:
+    """engine.py connects; the schema step is called by the layer that builds things (db/setup.py)."""
+    import ast
+    from pathlib import Path
+
+    import livingrag.db.engine
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(Path(livingrag.db.engine.__file__).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    schema = {n for n in names if n.startswith(("livingrag.db.migrate", "livingrag.db.setup", "alembic"))}
+    assert not schema, f"engine.py imports the schema layer: {sorted(schema)}"
 
 
 def _populate_v1(db: Database) -> dict[str, int]:

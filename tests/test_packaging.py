@@ -54,7 +54,7 @@ def test_the_wheel_ships_the_migrations(wheel: Path, tmp_path: Path, make_databa
         "from livingrag.config import DBSettings\n"
         "from livingrag.db.engine import Database\n"
         "from livingrag.db import migrate\n"
-        "db = Database(DBSettings(url=SecretStr(sys.argv[1])), check_schema=False)\n"
+        "db = Database(DBSettings(url=SecretStr(sys.argv[1])))\n"
         "migrate.upgrade(db)\n"
         "print(migrate.status(db).current, migrate.head_revision())\n"
     )

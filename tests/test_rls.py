@@ -370,7 +370,7 @@ def test_tenant_read_survives_a_dropped_pooled_connection(
     (as after a restart) is retired and the read sent again on a new connection."""
     a, _ = make_tenant("a")
     ids = _seed(db, a, f"rd{a}")
-    own = Database(db_settings_for(database_url), check_schema=False)  # a pool of its own: one connection
+    own = Database(db_settings_for(database_url))  # a pool of its own: one connection
     try:
         pid = own.tenant_read(a, "SELECT pg_backend_pid()", {})[0][0]
         assert own.tenant_read(a, "SELECT pg_backend_pid()", {})[0][0] == pid  # the same pooled connection

@@ -182,7 +182,7 @@ def test_deleting_an_experience_clears_only_the_logs_experience_id(
 
 
 def test_0007_downgrades_and_upgrades_with_data(make_database_url: Callable[[], str]) -> None:
-    fresh = Database(db_settings_for(make_database_url()), check_schema=False)
+    fresh = Database(db_settings_for(make_database_url()))
     try:
         migrate.upgrade(fresh)
         before = _populate_v1(fresh)

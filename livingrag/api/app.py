@@ -101,11 +101,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from livingrag.db.engine import Database
+        from livingrag.db.setup import open_database
         from livingrag.pipeline.core import LivingRAG
 
         own_db = db is None
-        database = db if db is not None else Database(settings.db)
+        database = db if db is not None else open_database(settings.db)  # serve's start migrates (embedded)
         pipeline = rag if rag is not None else LivingRAG(settings, db=database)
         svc = Services(
             settings=settings,

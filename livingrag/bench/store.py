@@ -218,7 +218,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
 
     if cfg.experiences < cfg.tenants or cfg.tenants < 1:
         raise ValueError("need at least one experience per tenant")
-    server = Database(settings.db, check_schema=False)
+    server = Database(settings.db)
     reuse = cfg.database is not None
     name = cfg.database or f"livingrag_bench_{uuid.uuid4().hex[:10]}"
     admin = create_engine(server.owner_url, isolation_level="AUTOCOMMIT")
@@ -232,7 +232,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
             c.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
     db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
-    db = Database(db_settings, check_schema=False)
+    db = Database(db_settings)
     report: dict[str, Any] = {"experiences": cfg.experiences, "tenants": cfg.tenants, "database": name}
     try:
         synth = Synth(cfg.experiences, cfg.tenants, cfg.seed)
@@ -346,7 +346,7 @@ def _reopen(db: Any, db_settings: DBSettings) -> Any:
     from livingrag.db.engine import Database
 
     db.dispose()
-    return Database(db_settings, check_schema=False)
+    return Database(db_settings)
 
 
 def _load(

@@ -22,11 +22,17 @@ def load_settings() -> Settings:
 
 @contextmanager
 def open_database(settings: Settings | None = None, *, check_schema: bool = True) -> Iterator[Any]:
-    """Open the database for one command and release it (and the embedded server) afterwards."""
+    """Open the database for one command and release it (and the embedded server) afterwards.
+
+    With ``check_schema`` (every command but ``db ...``) the schema is brought to head first
+    (:func:`livingrag.db.setup.open_database`: the embedded database is upgraded, an external one
+    that is behind is refused naming ``livingrag db upgrade``); without it the database is only
+    connected to."""
     from livingrag.db.engine import Database
+    from livingrag.db.setup import open_database as open_migrated
 
     settings = settings or load_settings()
-    db = Database(settings.db, check_schema=check_schema)
+    db = open_migrated(settings.db) if check_schema else Database(settings.db)
     try:
         yield db
     finally:

@@ -49,10 +49,10 @@ def serve(
         "timeout_graceful_shutdown": 30,
     }
     if workers > 1:
-        from livingrag.db.engine import Database
+        from livingrag.db.setup import open_database
 
         # Start (embedded) and check or migrate the database once, before the workers attach to it.
-        db = Database(settings.db)
+        db = open_database(settings.db)
         db.dispose()
         try:
             uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)  # type: ignore[arg-type]

@@ -1,11 +1,11 @@
 """The corpus Python API: create corpora and get indexers and retrievers configured from settings.
 
 from livingrag.config import get_settings
-from livingrag.db import Database
+from livingrag.db.setup import open_database
 from livingrag.corpus import service
 
 settings = get_settings()
-db = Database(settings.db)
+db = open_database(settings.db)  # connects, then migrates (embedded) or checks the schema
 tenant = service.ensure_tenant(db, "default")
 corpus = service.create_corpus(db, tenant, "wiki", settings)
 service.indexer(db, tenant, corpus, settings).index_path("corpus.json")

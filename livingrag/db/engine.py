@@ -90,10 +90,11 @@ class Database:
         self,
         settings: DBSettings,
         *,
-        check_schema: bool = True,
-        auto_upgrade: bool = True,
         embedded_cleanup: str | None = "stop",
     ) -> None:
+        """Connect to ``settings``' server (starting the embedded one when ``db.url`` is unset); the
+        schema is left as it is: :func:`livingrag.db.setup.open_database` or
+        :mod:`livingrag.db.migrate` migrate or check it."""
         self.settings = settings
         self.embedded: EmbeddedServer | None = None
         if settings.url is None:
@@ -112,10 +113,6 @@ class Database:
         self._read_engine_lock = threading.Lock()
         self._app_sessions = sessionmaker(self.app_engine, expire_on_commit=False)
         self._owner_sessions = sessionmaker(self.owner_engine, expire_on_commit=False)
-        if check_schema:
-            from livingrag.db.migrate import ensure_schema
-
-            ensure_schema(self, auto_upgrade=auto_upgrade and self.embedded is not None)
 
     def _make_engine(
         self, url: str, *, role: str | None, pool_size: int, pre_ping: bool = True, autocommit: bool = False

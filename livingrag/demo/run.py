@@ -136,14 +136,14 @@ def run_demo(
 ) -> DemoReport:
     """Index the demo corpus (once), empty its experience store, and run the question stream."""
     from livingrag.corpus import service
-    from livingrag.db.engine import Database
     from livingrag.db.repositories import experiences as experience_repo
+    from livingrag.db.setup import open_database
     from livingrag.errors import NotFound
     from livingrag.pipeline.core import LivingRAG
 
     status = on_status or (lambda _msg: None)
     t0 = time.perf_counter()
-    db = Database(settings.db)
+    db = open_database(settings.db)  # the demo's start migrates the embedded database
     try:
         tenant_id, _ = service.ensure_tenant(db, DEMO_TENANT)
         try:

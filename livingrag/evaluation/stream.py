@@ -330,7 +330,7 @@ class StreamRun:
 
     def run(self, *, fresh: bool = False) -> list[QueryRecord]:
         """Answer every stream (resuming what ``out_dir`` already holds) and return all records."""
-        from livingrag.db.engine import Database
+        from livingrag.db.setup import open_database
         from livingrag.pipeline.core import LivingRAG
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -351,7 +351,7 @@ class StreamRun:
         self._save_state(store_owner)
         done = {r.key for r in records}
 
-        db = Database(self.settings.db)
+        db = open_database(self.settings.db)
         try:
             self.log(f"indexing {len(self.dataset.corpus)} documents (unchanged ones are skipped)")
             corpus = index_dataset_corpus(

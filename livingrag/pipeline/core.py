@@ -138,11 +138,11 @@ class LivingRAG:
         store: ExperienceStore | None = None,
         writeback_threads: int = 1,
     ) -> None:
-        from livingrag.db.engine import Database
+        from livingrag.db.setup import open_database
 
         self.settings = settings
         self._own_db = db is None
-        self.db = db if db is not None else Database(settings.db)
+        self.db = db if db is not None else open_database(settings.db)
         self.db.check_app_role()  # tenants' questions run only under a role that row-level security binds
         self._own_llm = llm is None
         if llm is None:

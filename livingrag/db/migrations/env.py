@@ -37,7 +37,7 @@ def run_migrations_online() -> None:
 
     settings = get_settings()
     config.attributes.setdefault("app_role", settings.db.app_role)
-    db = Database(settings.db, check_schema=False)
+    db = Database(settings.db)
     try:
         with db.owner_engine.connect() as conn:
             _run(conn)
