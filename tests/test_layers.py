@@ -51,6 +51,7 @@ PURE = {
     "livingrag.experience.types",
     "livingrag.db.server_memory",
     "livingrag.bench.stats",
+    "livingrag.bench.tenant_figures",
     "livingrag.sparse",
     "livingrag.types",
     "livingrag.errors",

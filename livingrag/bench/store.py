@@ -1,10 +1,12 @@
 """``livingrag bench store``: the experience store at scale, on synthetic experiences of realistic
 shape, in a scratch database of the configured server.
 
-Data: ``T`` tenants with one 384-dimensional corpus each; experiences grouped in topics (about 40
-per topic) whose query embeddings have cosine ~0.35 with each other and ~0 across topics, and
-activation maps of 30 entities (27 from the topic's entity pool, 3 from a few very common
-entities) with weights decaying from ~1 to ~0.02, as sparsified final activations do. This is the
+Data: ``T`` tenants with one 384-dimensional corpus each, of equal sizes or (``skew="zipf"``)
+sizes proportional to ``1 / (t + 1) ** s`` (:mod:`livingrag.bench.tenant_figures`; the database's
+comment records the skew, so that a kept store is regenerated alike); experiences grouped in
+topics (about 40 per topic) whose query embeddings have cosine ~0.35 with each other and ~0 across
+topics, and activation maps of 30 entities (27 from the topic's entity pool, 3 from a few very
+common entities) with weights decaying from ~1 to ~0.02, as sparsified final activations do. This is the
 shape of a store whose experiences passed the novelty gate (pairwise eta mostly under 0.3). Rows
 are loaded with COPY before the indexes are built; then each tenant's corpus gets its own HNSW
 index, as ``livingrag admin index-scopes`` builds them (``scope_indexes=False``: the shared index
@@ -13,7 +15,8 @@ alone).
 Measured: ``store.match`` latency over queries matched back to back (split into SQL preselection
 and numpy rescoring; scaffold template embedding off, lambda = 0), agreement of each top K,
 checked afterwards, with an exact full scan of the tenant's store in numpy (the paper's method),
-write-back throughput of 8 concurrent writers
+per-tenant figures with several tenants (the median-sized and the largest tenant's latency,
+agreement per size decile: issue 21's target 3), write-back throughput of 8 concurrent writers
 (store side: the grounding verifier is off, its cost depends on the model), and how many of a
 burst of 8 near-duplicate candidates raced by 8 writers get stored.
 """
@@ -36,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from livingrag.bench.stats import percentile
+from livingrag.bench.tenant_figures import format_tenant_figures, tenant_counts, tenant_figures
 from livingrag.config import DBSettings, Settings
 from livingrag.errors import InvalidInput, NotFound
 
@@ -71,6 +75,8 @@ class BenchConfig:
     scope_indexes: bool = True  # give each tenant's corpus its own HNSW index (``livingrag admin index-scopes``)
     warmup: int = 50  # queries matched before the timed ones
     query_seed: int | None = None  # another stream of queries over the same store (None: the seed's own)
+    skew: str = "none"  # tenant sizes: "none" (equal) or "zipf" (tenant t holds a share ~ 1 / (t + 1) ** zipf_s)
+    zipf_s: float = 1.0
 
 
 def _prime_at_most(n: int) -> int:
@@ -85,10 +91,10 @@ def _prime_at_most(n: int) -> int:
 class Synth:
     """Deterministic synthetic experiences and queries (see the module docstring)."""
 
-    def __init__(self, n: int, tenants: int, seed: int) -> None:
+    def __init__(self, n: int, tenants: int, seed: int, skew: str = "none", zipf_s: float = 1.0) -> None:
         self.rng = np.random.default_rng(seed)
         self.tenants = tenants
-        self.counts = [n // tenants + (1 if t < n % tenants else 0) for t in range(tenants)]
+        self.counts = tenant_counts(n, tenants, skew, zipf_s)
         self.sigma = math.sqrt((1.0 - INTRA_COS) / INTRA_COS / DIM)
         self.topics = [max(1, c // TOPIC_SIZE) for c in self.counts]
         self.centers = [self._unit(self.rng.normal(size=(k, DIM))) for k in self.topics]
@@ -218,6 +224,11 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
 
     if cfg.experiences < cfg.tenants or cfg.tenants < 1:
         raise ValueError("need at least one experience per tenant")
+    tenant_counts(cfg.experiences, cfg.tenants, cfg.skew, cfg.zipf_s)  # a bad --skew or --zipf-s, before any work
+    if cfg.tenants > 1 and cfg.queries < cfg.tenants:
+        raise ValueError(
+            f"--queries ({cfg.queries}) must be at least --tenants ({cfg.tenants}): every tenant gets timed queries"
+        )
     server = Database(settings.db)
     reuse = cfg.database is not None
     name = cfg.database or f"livingrag_bench_{uuid.uuid4().hex[:10]}"
@@ -228,14 +239,26 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
             admin.dispose()
             server.close()
             raise NotFound(f"no database {name!r} on the configured server (keep one with --keep)")
+        mismatch = _skew_mismatch(c, name, cfg) if reuse else None
+        if mismatch is not None:
+            admin.dispose()
+            server.close()
+            raise InvalidInput(mismatch)
         if not reuse:
             c.execute(text(f'CREATE DATABASE "{name}"'))
+            c.execute(text(f"COMMENT ON DATABASE \"{name}\" IS '{_skew_mark(cfg)}'"))
     url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
     db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
     db = Database(db_settings)
-    report: dict[str, Any] = {"experiences": cfg.experiences, "tenants": cfg.tenants, "database": name}
+    report: dict[str, Any] = {
+        "experiences": cfg.experiences,
+        "tenants": cfg.tenants,
+        "skew": cfg.skew,
+        "zipf_s": cfg.zipf_s if cfg.skew == "zipf" else None,
+        "database": name,
+    }
     try:
-        synth = Synth(cfg.experiences, cfg.tenants, cfg.seed)
+        synth = Synth(cfg.experiences, cfg.tenants, cfg.seed, cfg.skew, cfg.zipf_s)
         if reuse:
             progress(f"measuring the kept database {name} ({cfg.experiences} experiences, seed {cfg.seed})")
             scopes, data = _regenerate(db, synth)
@@ -258,6 +281,34 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
         admin.dispose()
         server.close()
     return report
+
+
+def _skew_mark(cfg: BenchConfig) -> str:
+    """The database comment that records how a scratch database's tenants were sized (JSON, no
+    single quote), so that ``--database NAME`` regenerates the same synthetic data."""
+    return json.dumps({"livingrag_bench": "store", "skew": cfg.skew, "zipf_s": cfg.zipf_s})
+
+
+def _skew_mismatch(c: Any, name: str, cfg: BenchConfig) -> str | None:
+    """Why the kept database ``name`` cannot be measured with ``cfg``'s tenant sizes (None if it
+    can): its comment names the --skew and --zipf-s it was loaded with (none: loaded before skews
+    existed, so split equally)."""
+    from sqlalchemy import text
+
+    raw = c.execute(
+        text("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = :n"), {"n": name}
+    ).scalar()
+    try:
+        mark = json.loads(raw) if raw else {}
+    except ValueError:
+        mark = {}
+    skew = mark.get("skew", "none") if isinstance(mark, dict) else "none"
+    zipf_s = float(mark.get("zipf_s", 1.0)) if isinstance(mark, dict) else 1.0
+    if skew == cfg.skew and (skew != "zipf" or zipf_s == cfg.zipf_s):
+        return None
+    was = f"--skew {skew}" + (f" --zipf-s {zipf_s:g}" if skew == "zipf" else "")
+    now = f"--skew {cfg.skew}" + (f" --zipf-s {cfg.zipf_s:g}" if cfg.skew == "zipf" else "")
+    return f"the kept database {name} was loaded with {was}, not {now}: give the --skew and --zipf-s it was loaded with"
 
 
 def _build_scope_indexes(db: Any, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -596,6 +647,9 @@ def _match_loop(
         hits = sum(1 for x in got if x in id_to_row and s[id_to_row[x]] >= kth - 1e-5)
         agree.append(hits / k)
     progress(f"  agreement {np.mean(agree):.4f}")
+    extra: dict[str, Any] = {}
+    if synth.tenants > 1:  # every tenant has timed queries (round robin, --queries >= --tenants)
+        extra["tenant_figures"] = tenant_figures(synth.counts, [int(q[0]) for q in queries[warm:]], total, agree)
     return {
         "queries": len(total),
         "warmup": warm,
@@ -612,7 +666,7 @@ def _match_loop(
         "rescore_ms_p50": percentile(res, 50, empty=NAN),
         "rescore_ms_p95": percentile(res, 95, empty=NAN),
         "topk_agreement": round(float(np.mean(agree)), 4),
-    }
+    } | extra
 
 
 def _measure_writes(
@@ -734,8 +788,9 @@ def _measure_writes(
 
 def format_report(report: dict[str, Any]) -> str:
     """The human-readable form printed without ``--json``."""
+    skew = f" of zipf sizes, s = {report['zipf_s']:g}" if report.get("skew") == "zipf" else ""
     lines = [
-        f"experiences          {report['experiences']:,} ({report['tenants']} tenants, "
+        f"experiences          {report['experiences']:,} ({report['tenants']} tenants{skew}, "
         f"{report.get('entity_rows', 0):,} entity rows)",
         f"load / index build   {report.get('load_s')} s / {report.get('index_build_s')} s "
         f"(scope indexes: {report.get('scope_indexes', 0)}, built in {report.get('scope_index_build_s', '-')} s)",
@@ -747,6 +802,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"  SQL preselection   p50 {report['preselect_ms_p50']} ms, p95 {report['preselect_ms_p95']} ms",
         f"  numpy rescoring    p50 {report['rescore_ms_p50']} ms, p95 {report['rescore_ms_p95']} ms",
         f"top-{report['k']} agreement      {report['topk_agreement']} (vs an exact full scan)",
+        *(
+            format_tenant_figures(report["tenant_figures"], list_tenants=report["tenants"] <= 16)
+            if "tenant_figures" in report
+            else []
+        ),
         f"write-back           {report['writes_per_s']} stored/s with {report['writers']} writers "
         f"(p50 {report['write_ms_p50']} ms, p95 {report['write_ms_p95']} ms; verifier off)",
         f"race                 {report['race_stored']} stored of {report['writers']} near-duplicates "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -145,6 +146,13 @@ def api(
         console.print(f"[red]{e}[/red]", highlight=False)
 
 
+class Skew(StrEnum):
+    """``bench store --skew``: how the experiences are split among the tenants."""
+
+    none = "none"
+    zipf = "zipf"
+
+
 @app.command(
     help="Benchmark the experience store on synthetic experiences (384-d embeddings, ~30 entities per map, tenants "
     "mixed) in a scratch database of the configured server, dropped afterwards: match latency (SQL preselection "
@@ -153,12 +161,22 @@ def api(
     + examples(
         "livingrag bench store --experiences 100000",
         "livingrag bench store --experiences 1000000 --tenants 4 --json",
+        "livingrag bench store --experiences 100000 --tenants 100 --skew zipf",
         "livingrag bench store --experiences 100000 --database livingrag_bench_0123456789",
     )
 )
 def store(
     experiences: int = typer.Option(..., "--experiences", min=1, help="Experiences to load."),
     tenants: int = typer.Option(4, "--tenants", min=1, max=1000, help="Tenants sharing the store."),
+    skew: Skew = typer.Option(
+        Skew.none,
+        "--skew",
+        case_sensitive=False,
+        help="Tenant sizes: none (equal) or zipf (tenant t, largest first, holds a share proportional to "
+        "1/(t+1)^s, every tenant at least one). With several tenants the report adds per-tenant figures: the "
+        "median-sized and the largest tenant's latency, agreement per size decile, and issue 21's target 3.",
+    ),
+    zipf_s: float = typer.Option(1.0, "--zipf-s", min=0.0, help="The zipf exponent s (with --skew zipf)."),
     queries: int = typer.Option(1000, "--queries", min=1, help="Queries matched (and checked against a full scan)."),
     writers: int = typer.Option(8, "--writers", min=1, max=64, help="Concurrent write-back writers."),
     writes: int = typer.Option(400, "--writes", min=1, help="Novel candidates written for the throughput."),
@@ -174,8 +192,9 @@ def store(
     database: str | None = typer.Option(
         None,
         "--database",
-        help="Measure a database kept by --keep instead of loading one (give the same --experiences, --tenants and "
-        "--seed); it is not dropped. For comparing settings (LIVINGRAG_EXPERIENCE__*) on one store.",
+        help="Measure a database kept by --keep instead of loading one (give the same --experiences, --tenants, "
+        "--skew, --zipf-s and --seed); it is not dropped. For comparing settings (LIVINGRAG_EXPERIENCE__*) on one "
+        "store.",
     ),
     scope_indexes: bool = typer.Option(
         True,
@@ -190,6 +209,8 @@ def store(
     cfg = BenchConfig(
         experiences=experiences,
         tenants=tenants,
+        skew=skew.value,
+        zipf_s=zipf_s,
         queries=queries,
         writers=writers,
         writes=writes,
