@@ -39,6 +39,7 @@ def test_health_is_200_with_database_schema_and_models(client: TestClient) -> No
         ("GET", "/v1/corpora"),
         ("POST", "/v1/corpora"),
         ("GET", "/v1/corpora/1"),
+        ("PATCH", "/v1/corpora/1"),
         ("DELETE", "/v1/corpora/1"),
         ("POST", "/v1/corpora/1/passages"),
         ("GET", "/v1/corpora/1/passages"),

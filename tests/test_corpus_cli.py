@@ -166,3 +166,46 @@ def test_passage_update_and_delete_in_a_fresh_process_mark_citing_experiences_st
     assert state(ids[1]) == (False, None)
     cli("passage", "delete", "--corpus", "wiki", str(p2))
     assert state(ids[1]) == (True, f"source passage deleted: {p2}")
+
+
+def test_corpus_info_and_set_preset(cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "corpus.json"
+    data.write_text(json.dumps(CORPUS))
+    created = json.loads(_ok(["corpus", "create", "mq", "--preset", "musique", "--json"]))
+    _ok(["index", "--corpus", "mq", str(data), "--json", "--quiet"])
+    info = json.loads(_ok(["corpus", "info", "mq", "--json"]))
+    (listed,) = [c for c in json.loads(_ok(["corpus", "list", "--json"])) if c["name"] == "mq"]
+    assert info["id"] == created["id"] and info["name"] == "mq"
+    assert {k: info[k] for k in ("passages", "entities", "sentences", "version", "embedding_model")} == {
+        k: listed[k] for k in ("passages", "entities", "sentences", "version", "embedding_model")
+    }
+    assert info["passages"] == len(CORPUS) and info["embedding_dim"] == 384
+    assert info["extractor"] == "spacy" and info["ner_model"] and info["chunk_tokens"] and info["chunk_overlap"]
+    assert (info["retrieval_preset"], info["effective_preset"], info["preset_overridden"]) == (
+        "musique",
+        "musique",
+        False,
+    )
+    assert "musique" in _ok(["corpus", "info", str(created["id"])])  # by id, as a table
+
+    changed = json.loads(_ok(["corpus", "set-preset", "mq", "hotpotqa", "--json"]))
+    assert changed == {"id": created["id"], "name": "mq", "retrieval_preset": "hotpotqa", "previous": "musique"}
+    after = json.loads(_ok(["corpus", "info", "mq", "--json"]))
+    assert after["retrieval_preset"] == "hotpotqa" and after["version"] == info["version"]
+    assert {k: v for k, v in after.items() if "preset" not in k} == {k: v for k, v in info.items() if "preset" not in k}
+
+    bad = runner.invoke(app, ["corpus", "set-preset", "mq", "wixqa"])
+    assert bad.exit_code != 0 and isinstance(bad.exception, InvalidInput)
+    assert "unknown retrieval preset 'wixqa'; known: 2wikimultihopqa, custom, hotpotqa, musique" in str(bad.exception)
+    assert json.loads(_ok(["corpus", "info", "mq", "--json"]))["retrieval_preset"] == "hotpotqa"
+    missing = runner.invoke(app, ["corpus", "set-preset", "nope", "musique"])
+    assert missing.exit_code != 0 and isinstance(missing.exception, NotFound)
+
+    # an explicitly set preset wins at query time, and info says so
+    monkeypatch.setenv("LIVINGRAG_RETRIEVAL__PRESET", "musique")
+    told = json.loads(_ok(["corpus", "info", "mq", "--json"]))
+    assert (told["retrieval_preset"], told["effective_preset"], told["preset_overridden"]) == (
+        "hotpotqa",
+        "musique",
+        True,
+    )

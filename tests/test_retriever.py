@@ -171,3 +171,36 @@ def test_a_corpus_is_searched_with_the_preset_it_recorded(db: Database) -> None:
         service.create_corpus(db, tenant, "bad", plain, preset="wixqa")
     with pytest.raises(NotFound):
         service.get_corpus(db, tenant, "bad")
+
+
+def test_a_changed_preset_is_what_the_next_question_is_searched_with(db: Database) -> None:
+    from livingrag.config import Settings
+    from livingrag.errors import InvalidInput
+    from livingrag.retrieval.presets import PRESETS
+
+    tenant, _ = service.ensure_tenant(db, f"setpreset-{uuid.uuid4().hex[:8]}")
+    plain = Settings()
+    corpus = service.create_corpus(db, tenant, "mq", plain, preset="musique")
+    service.indexer(db, tenant, corpus, plain).index_documents(_docs())
+    corpus = service.get_corpus(db, tenant, corpus.id)
+    changed = service.set_retrieval_preset(db, tenant, "mq", "2wikimultihopqa")
+    # only the preset changes: the version (so the loaded graph and experiences) and chunking stay
+    assert changed.settings["retrieval_preset"] == "2wikimultihopqa" and changed.version == corpus.version
+    assert {k: v for k, v in changed.settings.items() if k != "retrieval_preset"} == {
+        k: v for k, v in corpus.settings.items() if k != "retrieval_preset"
+    }
+    assert service.get_corpus(db, tenant, corpus.id) == changed
+    r = Retriever.from_settings(db, tenant, changed, plain)
+    assert (r.params.max_iterations, r.params.passage_ratio, r.params.delta, r.params.top_k_sentence) == (
+        3,
+        0.05,
+        0.4,
+        1,
+    )
+    result = r.retrieve(r.encode(QUESTIONS[0][0]))
+    assert set(QUESTIONS[0][1]) <= {p.title for p in result.passages}
+    r.close()
+    # an unknown preset names the known ones and changes nothing
+    with pytest.raises(InvalidInput, match="unknown retrieval preset 'wixqa'; known: " + ", ".join(sorted(PRESETS))):
+        service.set_retrieval_preset(db, tenant, corpus.id, "wixqa")
+    assert service.get_corpus(db, tenant, corpus.id) == changed

@@ -93,6 +93,15 @@ class CorpusCreate(_In):
     name: Text = Field(..., min_length=1, max_length=200, description="Corpus name, unique within the tenant.")
 
 
+class CorpusPatch(_In):
+    retrieval_preset: str | None = Field(
+        default=None,
+        max_length=100,
+        description="Retrieval preset the corpus is searched with: 2wikimultihopqa, hotpotqa, musique or custom "
+        "(an unknown one is 422 naming the known ones). Omitted: unchanged.",
+    )
+
+
 class CorpusOut(BaseModel):
     id: int
     name: str
@@ -102,6 +111,9 @@ class CorpusOut(BaseModel):
     version: int = Field(description="Bumped by every change of the corpus graph.")
     created_at: datetime | None
     counts: dict[str, int] | None = Field(default=None, description="Passages, sentences, entities (GET one).")
+    retrieval_preset: str | None = Field(
+        default=None, description="Retrieval preset the corpus is searched with (unless the server sets one)."
+    )
 
 
 class Page(BaseModel):

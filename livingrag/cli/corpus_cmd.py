@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -17,6 +18,10 @@ from livingrag.cli.common import (
     resolve_tenant,
     tenant_option,
 )
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.types import CorpusInfo
 
 app = typer.Typer(
     help="Corpora: named document collections of a tenant." + examples("livingrag corpus create wiki"),
@@ -93,6 +98,89 @@ def list_(
             c.embedding_model,
         )  # fmt: skip
     console.print(table)
+
+
+@app.command(
+    help="Show one corpus: sizes, version, models, chunking and the retrieval preset it is searched with."
+    + examples("livingrag corpus info wiki", "livingrag corpus info 3 --json")
+)
+def info(
+    name: str = typer.Argument(..., help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.db.repositories import corpora, corpus_graph
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        with db.tenant_session(tid) as s:
+            c = corpora.get_corpus(s, _ref(name))
+            counts = corpus_graph.corpus_counts(s, c.id)
+    out = corpus_info(c, counts, settings)
+    if as_json:
+        print_json(out)
+        return
+    table = Table("field", "value", title=f"corpus {c.name}")
+    for key, value in out.items():
+        table.add_row(key, str(value))
+    console.print(table)
+
+
+def corpus_info(c: CorpusInfo, counts: dict[str, int], settings: Settings) -> dict[str, Any]:
+    """What ``corpus info`` shows: the corpus row, its graph sizes, its stored chunking settings and
+    its recorded retrieval preset next to the one questions are searched with now (an explicitly
+    set ``retrieval.preset`` overrides the recorded one)."""
+    from livingrag.retrieval.presets import preset_for
+
+    stored = c.settings or {}
+    recorded = stored.get("retrieval_preset")
+    return {
+        "id": c.id,
+        "name": c.name,
+        "passages": counts["passages"],
+        "entities": counts["entities"],
+        "sentences": counts["sentences"],
+        "version": c.version,
+        "embedding_model": c.embedding_model,
+        "embedding_dim": c.embedding_dim,
+        "extractor": c.extractor,
+        "ner_model": c.ner_model,
+        "chunk_tokens": stored.get("chunk_tokens"),
+        "chunk_overlap": stored.get("chunk_overlap"),
+        "title_entities": stored.get("title_entities"),
+        "sentence_embeddings": stored.get("sentence_embeddings"),
+        "retrieval_preset": recorded,
+        "effective_preset": preset_for(settings.retrieval, recorded),
+        "preset_overridden": "preset" in settings.retrieval.model_fields_set and recorded != settings.retrieval.preset,
+        "created_at": c.created_at.isoformat() if c.created_at else None,
+    }
+
+
+@app.command(
+    name="set-preset",
+    help="Change the retrieval preset a corpus is searched with (2wikimultihopqa, hotpotqa, musique, custom); "
+    "the graph and version stay as they are, and a running service uses the new preset from its next question. "
+    "An explicitly set LIVINGRAG_RETRIEVAL__PRESET still wins at query time."
+    + examples("livingrag corpus set-preset wiki musique", "livingrag corpus set-preset 3 hotpotqa --json"),
+)
+def set_preset(
+    name: str = typer.Argument(..., help="Corpus name or id."),
+    preset: str = typer.Argument(..., help="Preset name."),
+    tenant: str = tenant_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.corpus import service
+
+    settings = load_settings()
+    with open_database(settings) as db:
+        tid = resolve_tenant(db, tenant)
+        before = service.get_corpus(db, tid, _ref(name)).settings.get("retrieval_preset")
+        c = service.set_retrieval_preset(db, tid, _ref(name), preset)
+    if as_json:
+        print_json({"id": c.id, "name": c.name, "retrieval_preset": preset, "previous": before})
+        return
+    console.print(f"corpus [bold]{c.name}[/bold]: retrieval preset {before} -> {preset}")
 
 
 @app.command(

@@ -103,6 +103,18 @@ def get_corpus(db: Database, tenant_id: int, name_or_id: str | int) -> CorpusInf
         return corpora.get_corpus(s, name_or_id)
 
 
+def set_retrieval_preset(db: Database, tenant_id: int, name_or_id: str | int, preset: str) -> CorpusInfo:
+    """Record ``preset`` as the retrieval preset the corpus is searched with, in one transaction
+    (:class:`InvalidInput` naming the known presets for an unknown one, and nothing changed; the
+    version, graph and other settings stay as they are). Returns the corpus as it now is."""
+    from livingrag.retrieval.presets import preset_params
+
+    preset_params(preset)  # an unknown name is an InvalidInput naming the known ones
+    with db.tenant_session(tenant_id) as s:
+        info = corpora.get_corpus(s, name_or_id)
+        return corpora.update_settings(s, info.id, {"retrieval_preset": preset})
+
+
 def indexer(
     db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settings, *, progress: Progress | None = None
 ) -> CorpusIndexer:
@@ -151,4 +163,12 @@ def retriever(db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settin
     return Retriever.from_settings(db, tenant_id, corpus, settings, **overrides)
 
 
-__all__ = ["DEFAULT_TENANT", "create_corpus", "ensure_tenant", "get_corpus", "indexer", "retriever"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "create_corpus",
+    "ensure_tenant",
+    "get_corpus",
+    "indexer",
+    "retriever",
+    "set_retrieval_preset",
+]

@@ -175,13 +175,16 @@ class LivingRAG:
         """Tenant id and corpus for ids or names; :class:`NotFound` when either does not exist.
 
         Ids never change meaning (identity columns are not reused), so a pair of ids with a loaded
-        retriever is answered from memory; names are looked up every time, so a corpus deleted and
-        created again under the same name is the new one.
+        retriever is answered from memory once one read of the corpus's recorded retrieval preset
+        (:func:`corpora.preset_read`, one round trip) finds it unchanged; a changed preset
+        (``corpus set-preset``, PATCH, from any process) reads the row again and :meth:`retriever`
+        builds anew. Names are looked up every time, so a corpus deleted and created again under
+        the same name is the new one.
         """
         by_id = all(isinstance(x, int) and not isinstance(x, bool) for x in (tenant, corpus))
         if by_id:
             r = self._retrievers.get((int(tenant), int(corpus)))
-            if r is not None:
+            if r is not None and corpora.preset_read(self.db, int(tenant), int(corpus)) == (_preset_of(r.corpus),):
                 return int(tenant), r.corpus
         if isinstance(tenant, int) and not isinstance(tenant, bool):
             tenant_id = tenant
@@ -193,10 +196,13 @@ class LivingRAG:
         return tenant_id, info
 
     def retriever(self, tenant_id: int, corpus: CorpusInfo) -> Retriever:
-        """The (cached) retriever of one corpus."""
+        """The (cached) retriever of one corpus; built anew when ``corpus`` records another
+        retrieval preset than the cached one was built with (``corpus set-preset``, PATCH)."""
         key = (tenant_id, corpus.id)
         with self._lock:
             r = self._retrievers.get(key)
+            if r is not None and _preset_of(r.corpus) != _preset_of(corpus):
+                r = None  # whoever holds the old one finishes with it; its thread ends when unreferenced
             if r is None:
                 r = Retriever.from_settings(self.db, tenant_id, corpus, self.settings)
                 self._retrievers[key] = r
@@ -600,6 +606,11 @@ def _summary_for_prompt(summary: str, *, masked: bool = False) -> Scaffold:
     if masked:
         question, reasoning, answer = mask_scaffold(question, reasoning, answer)
     return Scaffold(question=question, reasoning=reasoning, answer=answer)
+
+
+def _preset_of(corpus: CorpusInfo) -> str | None:
+    """The retrieval preset ``corpus`` recorded (None: none recorded)."""
+    return (corpus.settings or {}).get("retrieval_preset")
 
 
 def _ms(t: float) -> float:

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Path, Response
 from livingrag.api.deps import Services, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
-from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut
+from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut, CorpusPatch
 from livingrag.corpus import service
 from livingrag.db.repositories import corpora, corpus_graph
 from livingrag.types import CorpusInfo
@@ -29,6 +29,7 @@ def corpus_out(c: CorpusInfo, counts: dict[str, int] | None = None) -> CorpusOut
         version=c.version,
         created_at=c.created_at,
         counts=counts,
+        retrieval_preset=(c.settings or {}).get("retrieval_preset"),
     )
 
 
@@ -68,6 +69,24 @@ def get_corpus(
         c = corpora.get_corpus(s, corpus_id)
         counts = corpus_graph.corpus_counts(s, c.id)
     return corpus_out(c, {k: counts[k] for k in ("passages", "sentences", "entities")})
+
+
+@router.patch(
+    "/{corpus_id}",
+    response_model=CorpusOut,
+    summary="Change a corpus's settings (its retrieval preset); the graph and version stay as they are",
+)
+def patch_corpus(
+    body: CorpusPatch,
+    corpus_id: int = Path(..., ge=1),
+    tid: int = Depends(tenant_writer),
+    svc: Services = Depends(services),
+) -> CorpusOut:
+    if body.retrieval_preset is None:
+        c = corpus_of(svc, tid, corpus_id)
+    else:
+        c = service.set_retrieval_preset(svc.db, tid, corpus_id, body.retrieval_preset)
+    return corpus_out(c)
 
 
 @router.delete("/{corpus_id}", status_code=204, summary="Delete a corpus, its graph and its experiences")

@@ -91,6 +91,23 @@ def list_corpora(session: Session) -> list[CorpusInfo]:
     return [_row(r) for r in session.execute(text(f"SELECT {_COLS} FROM corpora ORDER BY id")).all()]
 
 
+def update_settings(session: Session, corpus_id: int, changes: dict[str, Any]) -> CorpusInfo:
+    """Merge ``changes`` into the corpus's stored settings (other keys kept; version and graph
+    untouched) and return the corpus as it now is."""
+    import json
+
+    row = session.execute(
+        text(
+            "UPDATE corpora SET settings = coalesce(settings, '{}'::jsonb) || CAST(:s AS jsonb), updated_at = now()"
+            " WHERE id = :i RETURNING " + _COLS
+        ),
+        {"i": corpus_id, "s": json.dumps(changes)},
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    return _row(row)
+
+
 def bump_version(session: Session, corpus_id: int) -> int:
     """Increment the corpus version (any graph change) and return the new value."""
     v = session.execute(
@@ -114,6 +131,16 @@ def version_read(db: Database, tenant_id: int, corpus_id: int) -> int | None:
     (:meth:`Database.tenant_read`): the question path reads it for every question."""
     rows = db.tenant_read(tenant_id, "SELECT version FROM corpora WHERE id = %(c)s", {"c": int(corpus_id)})
     return int(rows[0][0]) if rows else None
+
+
+def preset_read(db: Database, tenant_id: int, corpus_id: int) -> tuple[str | None] | None:
+    """``(retrieval preset the corpus recorded,)`` (None inside: none recorded), or None when there is
+    no such corpus for this tenant, in one round trip (:meth:`Database.tenant_read`): the question
+    path reads it for every question, so a changed preset is seen by the next one."""
+    rows = db.tenant_read(
+        tenant_id, "SELECT settings->>'retrieval_preset' FROM corpora WHERE id = %(c)s", {"c": int(corpus_id)}
+    )
+    return (rows[0][0],) if rows else None
 
 
 def delete_corpus(session: Session, corpus_id: int) -> None:
