@@ -22,7 +22,13 @@ from typing import Any
 
 from livingrag.evaluation import paper
 from livingrag.evaluation.datasets import Dataset
-from livingrag.evaluation.metrics import Prices, passage_recall_at_k, relative_delta, summarize_run
+from livingrag.evaluation.metrics import (
+    Prices,
+    RunSummary,
+    passage_recall_at_k,
+    relative_delta,
+    summarize_run,
+)
 from livingrag.evaluation.paired import fixed_and_broke, paired_bootstrap
 from livingrag.evaluation.plots import plot_experience_use, plot_gate_dynamics, plot_tokens, plot_unavailable
 from livingrag.evaluation.records import (
@@ -171,38 +177,9 @@ def _paired_row(
     }
 
 
-def build_results(
-    records: Sequence[QueryRecord],
-    *,
-    dataset_name: str,
-    dataset: Dataset | None = None,
-    judge: str | None = None,
-    prices: Prices | None = None,
-    paper_row: str | None = "auto",
-    template_threshold: float = TEMPLATE_THRESHOLD,
-    jaccard_threshold: float = JACCARD_THRESHOLD,
-    config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Every table of the report as JSON-able data (fractions, not percentages)."""
-    prices = prices or Prices()
-    if not records:
-        raise ValueError("no records: nothing to report")
-    runs = by_system_and_order(records)
-    orders = sorted({o for _, o in runs})
-    systems = list(dict.fromkeys(s for s, _ in runs))
-    main = main_order(runs, systems, orders)
-    summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
-    main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
-    main_sum = {s: summaries[(s, main)] for s in main_runs}
-    linear, living = main_runs.get(SYSTEM_LINEAR), main_runs.get(SYSTEM_LIVING)
-    judged = judge is not None and any(s.llm_acc.value is not None for s in main_sum.values())
-    acc_metric = "llm" if judged else "contain"
-
-    def acc(system: str) -> float | None:
-        s = main_sum[system]
-        return s.llm_acc.value if acc_metric == "llm" else s.contain_acc
-
-    tables: dict[str, Any] = {
+def _summary_tables(main_sum: dict[str, RunSummary]) -> dict[str, Any]:
+    """Tables 2, 3 and 15 and passage recall: one row per system of the main order."""
+    return {
         "accuracy": [
             {
                 "system": s,
@@ -234,13 +211,80 @@ def build_results(
             for s, v in main_sum.items()
         ],
     }
-    if linear and living:
-        lt, vt = main_sum[SYSTEM_LINEAR].tokens, main_sum[SYSTEM_LIVING].tokens
-        tables["tokens_delta"] = {
-            "prompt": relative_delta(vt.prompt_mean, lt.prompt_mean),
-            "completion": relative_delta(vt.completion_mean, lt.completion_mean),
-            "cost": relative_delta(vt.cost_usd, lt.cost_usd),
+
+
+def _tokens_delta(linear: RunSummary, living: RunSummary) -> dict[str, float | None]:
+    """LivingRAG's relative token and cost change against LinearRAG."""
+    lt, vt = linear.tokens, living.tokens
+    return {
+        "prompt": relative_delta(vt.prompt_mean, lt.prompt_mean),
+        "completion": relative_delta(vt.completion_mean, lt.completion_mean),
+        "cost": relative_delta(vt.cost_usd, lt.cost_usd),
+    }
+
+
+def _ablation_rows(main_sum: dict[str, RunSummary], acc: Callable[[str], float | None]) -> list[dict[str, Any]]:
+    """Table 5: each system but LinearRAG with its accuracy and completion-token reduction against LinearRAG."""
+    base = main_sum[SYSTEM_LINEAR].tokens.completion_mean
+    return [
+        {
+            "system": s,
+            "acc": acc(s),
+            "completion_reduction": -d
+            if (d := relative_delta(main_sum[s].tokens.completion_mean, base)) is not None
+            else None,
         }
+        for s in main_sum
+        if s != SYSTEM_LINEAR
+    ]
+
+
+def _cluster_tables(records: Sequence[QueryRecord], dataset: Dataset) -> dict[str, Any]:
+    """Table 8 (by support passage + answer, and by MuSiQue id) when the streamed questions have decompositions."""
+    ids = {r.question_id for r in records}
+    qs = [q for q in dataset.questions if q.id in ids] or list(dataset.questions)
+    if not any(q.decomposition for q in qs):
+        return {}
+    return {
+        "clusters": asdict(experience_clusters(qs, documents=len(dataset.corpus))),
+        "clusters_by_id": asdict(experience_clusters(qs, documents=len(dataset.corpus), by="id")),
+    }
+
+
+def build_results(
+    records: Sequence[QueryRecord],
+    *,
+    dataset_name: str,
+    dataset: Dataset | None = None,
+    judge: str | None = None,
+    prices: Prices | None = None,
+    paper_row: str | None = "auto",
+    template_threshold: float = TEMPLATE_THRESHOLD,
+    jaccard_threshold: float = JACCARD_THRESHOLD,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every table of the report as JSON-able data (fractions, not percentages)."""
+    prices = prices or Prices()
+    if not records:
+        raise ValueError("no records: nothing to report")
+    runs = by_system_and_order(records)
+    orders = sorted({o for _, o in runs})
+    systems = list(dict.fromkeys(s for s, _ in runs))
+    main = main_order(runs, systems, orders)
+    summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
+    main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
+    main_sum = {s: summaries[(s, main)] for s in main_runs}
+    linear, living = main_runs.get(SYSTEM_LINEAR), main_runs.get(SYSTEM_LIVING)
+    judged = judge is not None and any(s.llm_acc.value is not None for s in main_sum.values())
+    acc_metric = "llm" if judged else "contain"
+
+    def acc(system: str) -> float | None:
+        s = main_sum[system]
+        return s.llm_acc.value if acc_metric == "llm" else s.contain_acc
+
+    tables = _summary_tables(main_sum)
+    if linear and living:
+        tables["tokens_delta"] = _tokens_delta(main_sum[SYSTEM_LINEAR], main_sum[SYSTEM_LIVING])
     fixed = linear or next(iter(main_runs.values()))
     opp = reuse_opportunities(
         fixed,
@@ -257,18 +301,7 @@ def build_results(
         {"system": s, **asdict(gate_stats(run))} for s, run in main_runs.items() if any(r.writeback for r in run)
     ]
     if linear:
-        base = main_sum[SYSTEM_LINEAR].tokens.completion_mean
-        tables["ablations"] = [
-            {
-                "system": s,
-                "acc": acc(s),
-                "completion_reduction": -d
-                if (d := relative_delta(main_sum[s].tokens.completion_mean, base)) is not None
-                else None,
-            }
-            for s in main_sum
-            if s != SYSTEM_LINEAR
-        ]
+        tables["ablations"] = _ablation_rows(main_sum, acc)
     if linear and living:
         all_living = [r for (s, _), run in runs.items() if s == SYSTEM_LIVING for r in run]
         all_linear = [r for (s, _), run in runs.items() if s == SYSTEM_LINEAR for r in run]
@@ -283,21 +316,12 @@ def build_results(
         order_robustness(records, prices=prices, judge=judge, template_threshold=template_threshold)
     )
     if dataset is not None:
-        ids = {r.question_id for r in records}
-        qs = [q for q in dataset.questions if q.id in ids] or list(dataset.questions)
-        if any(q.decomposition for q in qs):
-            tables["clusters"] = asdict(experience_clusters(qs, documents=len(dataset.corpus)))
-            tables["clusters_by_id"] = asdict(experience_clusters(qs, documents=len(dataset.corpus), by="id"))
+        tables |= _cluster_tables(records, dataset)
 
     return _jsonable(
         {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "dataset": {
-                "name": dataset_name,
-                "paper_row": paper_row_for(dataset_name, paper_row),
-                "stats": dataset.stats() if dataset is not None else None,
-                "problems": list(dataset.problems[:50]) if dataset is not None else [],
-            },
+            "dataset": _dataset_info(dataset_name, dataset, paper_row),
             "config": {
                 "judge": judge,
                 "prices": asdict(prices),
@@ -314,6 +338,16 @@ def build_results(
             "tables": tables,
         }
     )
+
+
+def _dataset_info(dataset_name: str, dataset: Dataset | None, paper_row: str | None) -> dict[str, Any]:
+    """The ``dataset`` block of the results: name, paper row, statistics and the loader's first 50 problems."""
+    return {
+        "name": dataset_name,
+        "paper_row": paper_row_for(dataset_name, paper_row),
+        "stats": dataset.stats() if dataset is not None else None,
+        "problems": list(dataset.problems[:50]) if dataset is not None else [],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
