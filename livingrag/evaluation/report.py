@@ -15,14 +15,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from livingrag.evaluation import paper
 from livingrag.evaluation.datasets import Dataset
-from livingrag.evaluation.metrics import Prices, passage_recall_at_k, relative_delta, summarize_run
+from livingrag.evaluation.metrics import (
+    Prices,
+    RunSummary,
+    passage_recall_at_k,
+    relative_delta,
+    summarize_run,
+)
 from livingrag.evaluation.paired import fixed_and_broke, paired_bootstrap
 from livingrag.evaluation.plots import plot_experience_use, plot_gate_dynamics, plot_tokens, plot_unavailable
 from livingrag.evaluation.records import (
@@ -171,38 +177,9 @@ def _paired_row(
     }
 
 
-def build_results(
-    records: Sequence[QueryRecord],
-    *,
-    dataset_name: str,
-    dataset: Dataset | None = None,
-    judge: str | None = None,
-    prices: Prices | None = None,
-    paper_row: str | None = "auto",
-    template_threshold: float = TEMPLATE_THRESHOLD,
-    jaccard_threshold: float = JACCARD_THRESHOLD,
-    config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Every table of the report as JSON-able data (fractions, not percentages)."""
-    prices = prices or Prices()
-    if not records:
-        raise ValueError("no records: nothing to report")
-    runs = by_system_and_order(records)
-    orders = sorted({o for _, o in runs})
-    systems = list(dict.fromkeys(s for s, _ in runs))
-    main = main_order(runs, systems, orders)
-    summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
-    main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
-    main_sum = {s: summaries[(s, main)] for s in main_runs}
-    linear, living = main_runs.get(SYSTEM_LINEAR), main_runs.get(SYSTEM_LIVING)
-    judged = judge is not None and any(s.llm_acc.value is not None for s in main_sum.values())
-    acc_metric = "llm" if judged else "contain"
-
-    def acc(system: str) -> float | None:
-        s = main_sum[system]
-        return s.llm_acc.value if acc_metric == "llm" else s.contain_acc
-
-    tables: dict[str, Any] = {
+def _summary_tables(main_sum: dict[str, RunSummary]) -> dict[str, Any]:
+    """Tables 2, 3 and 15 and passage recall: one row per system of the main order."""
+    return {
         "accuracy": [
             {
                 "system": s,
@@ -234,13 +211,80 @@ def build_results(
             for s, v in main_sum.items()
         ],
     }
-    if linear and living:
-        lt, vt = main_sum[SYSTEM_LINEAR].tokens, main_sum[SYSTEM_LIVING].tokens
-        tables["tokens_delta"] = {
-            "prompt": relative_delta(vt.prompt_mean, lt.prompt_mean),
-            "completion": relative_delta(vt.completion_mean, lt.completion_mean),
-            "cost": relative_delta(vt.cost_usd, lt.cost_usd),
+
+
+def _tokens_delta(linear: RunSummary, living: RunSummary) -> dict[str, float | None]:
+    """LivingRAG's relative token and cost change against LinearRAG."""
+    lt, vt = linear.tokens, living.tokens
+    return {
+        "prompt": relative_delta(vt.prompt_mean, lt.prompt_mean),
+        "completion": relative_delta(vt.completion_mean, lt.completion_mean),
+        "cost": relative_delta(vt.cost_usd, lt.cost_usd),
+    }
+
+
+def _ablation_rows(main_sum: dict[str, RunSummary], acc: Callable[[str], float | None]) -> list[dict[str, Any]]:
+    """Table 5: each system but LinearRAG with its accuracy and completion-token reduction against LinearRAG."""
+    base = main_sum[SYSTEM_LINEAR].tokens.completion_mean
+    return [
+        {
+            "system": s,
+            "acc": acc(s),
+            "completion_reduction": -d
+            if (d := relative_delta(main_sum[s].tokens.completion_mean, base)) is not None
+            else None,
         }
+        for s in main_sum
+        if s != SYSTEM_LINEAR
+    ]
+
+
+def _cluster_tables(records: Sequence[QueryRecord], dataset: Dataset) -> dict[str, Any]:
+    """Table 8 (by support passage + answer, and by MuSiQue id) when the streamed questions have decompositions."""
+    ids = {r.question_id for r in records}
+    qs = [q for q in dataset.questions if q.id in ids] or list(dataset.questions)
+    if not any(q.decomposition for q in qs):
+        return {}
+    return {
+        "clusters": asdict(experience_clusters(qs, documents=len(dataset.corpus))),
+        "clusters_by_id": asdict(experience_clusters(qs, documents=len(dataset.corpus), by="id")),
+    }
+
+
+def build_results(
+    records: Sequence[QueryRecord],
+    *,
+    dataset_name: str,
+    dataset: Dataset | None = None,
+    judge: str | None = None,
+    prices: Prices | None = None,
+    paper_row: str | None = "auto",
+    template_threshold: float = TEMPLATE_THRESHOLD,
+    jaccard_threshold: float = JACCARD_THRESHOLD,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every table of the report as JSON-able data (fractions, not percentages)."""
+    prices = prices or Prices()
+    if not records:
+        raise ValueError("no records: nothing to report")
+    runs = by_system_and_order(records)
+    orders = sorted({o for _, o in runs})
+    systems = list(dict.fromkeys(s for s, _ in runs))
+    main = main_order(runs, systems, orders)
+    summaries = {k: summarize_run(v, prices=prices, judge=judge) for k, v in runs.items()}
+    main_runs = {s: runs[(s, main)] for s in systems if (s, main) in runs}
+    main_sum = {s: summaries[(s, main)] for s in main_runs}
+    linear, living = main_runs.get(SYSTEM_LINEAR), main_runs.get(SYSTEM_LIVING)
+    judged = judge is not None and any(s.llm_acc.value is not None for s in main_sum.values())
+    acc_metric = "llm" if judged else "contain"
+
+    def acc(system: str) -> float | None:
+        s = main_sum[system]
+        return s.llm_acc.value if acc_metric == "llm" else s.contain_acc
+
+    tables = _summary_tables(main_sum)
+    if linear and living:
+        tables["tokens_delta"] = _tokens_delta(main_sum[SYSTEM_LINEAR], main_sum[SYSTEM_LIVING])
     fixed = linear or next(iter(main_runs.values()))
     opp = reuse_opportunities(
         fixed,
@@ -257,18 +301,7 @@ def build_results(
         {"system": s, **asdict(gate_stats(run))} for s, run in main_runs.items() if any(r.writeback for r in run)
     ]
     if linear:
-        base = main_sum[SYSTEM_LINEAR].tokens.completion_mean
-        tables["ablations"] = [
-            {
-                "system": s,
-                "acc": acc(s),
-                "completion_reduction": -d
-                if (d := relative_delta(main_sum[s].tokens.completion_mean, base)) is not None
-                else None,
-            }
-            for s in main_sum
-            if s != SYSTEM_LINEAR
-        ]
+        tables["ablations"] = _ablation_rows(main_sum, acc)
     if linear and living:
         all_living = [r for (s, _), run in runs.items() if s == SYSTEM_LIVING for r in run]
         all_linear = [r for (s, _), run in runs.items() if s == SYSTEM_LINEAR for r in run]
@@ -283,21 +316,12 @@ def build_results(
         order_robustness(records, prices=prices, judge=judge, template_threshold=template_threshold)
     )
     if dataset is not None:
-        ids = {r.question_id for r in records}
-        qs = [q for q in dataset.questions if q.id in ids] or list(dataset.questions)
-        if any(q.decomposition for q in qs):
-            tables["clusters"] = asdict(experience_clusters(qs, documents=len(dataset.corpus)))
-            tables["clusters_by_id"] = asdict(experience_clusters(qs, documents=len(dataset.corpus), by="id"))
+        tables |= _cluster_tables(records, dataset)
 
     return _jsonable(
         {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "dataset": {
-                "name": dataset_name,
-                "paper_row": paper_row_for(dataset_name, paper_row),
-                "stats": dataset.stats() if dataset is not None else None,
-                "problems": list(dataset.problems[:50]) if dataset is not None else [],
-            },
+            "dataset": _dataset_info(dataset_name, dataset, paper_row),
             "config": {
                 "judge": judge,
                 "prices": asdict(prices),
@@ -314,6 +338,16 @@ def build_results(
             "tables": tables,
         }
     )
+
+
+def _dataset_info(dataset_name: str, dataset: Dataset | None, paper_row: str | None) -> dict[str, Any]:
+    """The ``dataset`` block of the results: name, paper row, statistics and the loader's first 50 problems."""
+    return {
+        "name": dataset_name,
+        "paper_row": paper_row_for(dataset_name, paper_row),
+        "stats": dataset.stats() if dataset is not None else None,
+        "problems": list(dataset.problems[:50]) if dataset is not None else [],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,59 +482,93 @@ def _paired_section(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def render_markdown(results: dict[str, Any]) -> str:
-    """``report.md`` from :func:`build_results`' output."""
-    t = results["tables"]
-    ds = results["dataset"]
-    row = ds["paper_row"]
-    cfg = results["config"]
-    main = results["main_order"]
-    acc_name = "LLM-Acc" if results["acc_metric"] == "llm" else "Contain-Acc"
-    by_sys = {r["system"]: r for r in t["accuracy"]}
-    systems = list(by_sys)
-    out: list[str] = []
-    add = out.append
+@dataclass(frozen=True)
+class _ReportView:
+    """What the sections of ``report.md`` read from :func:`build_results`' output."""
 
+    tables: dict[str, Any]
+    dataset: dict[str, Any]
+    paper_row: str | None
+    config: dict[str, Any]
+    main_order: int
+    acc_name: str
+    by_system: dict[str, dict[str, Any]]
+    systems_run: list[str]
+    orders: list[Any]
+
+    @classmethod
+    def of(cls, results: dict[str, Any]) -> _ReportView:
+        """The view of one ``results`` dict; ``by_system`` is its accuracy rows by system."""
+        t = results["tables"]
+        return cls(
+            tables=t,
+            dataset=results["dataset"],
+            paper_row=results["dataset"]["paper_row"],
+            config=results["config"],
+            main_order=results["main_order"],
+            acc_name="LLM-Acc" if results["acc_metric"] == "llm" else "Contain-Acc",
+            by_system={r["system"]: r for r in t["accuracy"]},
+            systems_run=results["systems"],
+            orders=results["orders"],
+        )
+
+
+def _heading(title: str) -> str:
+    return f"\n## {title}\n"
+
+
+def _with_paper(rows: list[list[str]], table: dict[str, Any], row: str | None, cells: Callable[..., list[str]]) -> None:
+    """Append the paper's row of ``table`` for ``row`` (its values unpacked into ``cells``) when it has one."""
+    if row in table:
+        rows.append(cells(*table[row]))
+
+
+def _header(v: _ReportView) -> list[str]:
+    """The title, the run's settings and what the **paper** columns are."""
+    ds, cfg, row = v.dataset, v.config, v.paper_row
     stats = ds.get("stats") or {}
-    add(f"# Online-stream evaluation: {ds['name']}\n")
-    add(
-        f"- Questions in the stream: {by_sys[systems[0]]['queries']}"
+    first = v.by_system[next(iter(v.by_system))]
+    out = [
+        f"# Online-stream evaluation: {ds['name']}\n",
+        f"- Questions in the stream: {first['queries']}"
         + (
             f" (dataset: {stats.get('questions')} questions, {stats.get('documents')} corpus documents)"
             if stats
             else ""
-        )
-    )
-    add(
-        f"- Systems: {', '.join(system_label(s) for s in results['systems'])}; orders: {len(results['orders'])} "
-        f"(main tables: order {main})"
-    )
-    add(f"- LLM judge: {cfg['judge'] or 'none configured: LLM-Acc is unavailable (not estimated)'}")
+        ),
+        f"- Systems: {', '.join(system_label(s) for s in v.systems_run)}; orders: {len(v.orders)} "
+        f"(main tables: order {v.main_order})",
+        f"- LLM judge: {cfg['judge'] or 'none configured: LLM-Acc is unavailable (not estimated)'}",
+    ]
     p = cfg["prices"]
-    add(
+    out.append(
         f"- Prices: ${p['prompt_per_m']:.2f} per million prompt tokens, "
         f"${p['completion_per_m']:.2f} per million completion tokens"
     )
     for k in ("model", "llm", "experience_profile", "seed", "limit", "retrieval_preset", "notes"):
         if cfg.get(k) is not None:
-            add(f"- {k.replace('_', ' ').capitalize()}: {cfg[k]}")
+            out.append(f"- {k.replace('_', ' ').capitalize()}: {cfg[k]}")
     if row:
-        add(
+        out.append(
             f"\nColumns marked **paper** are the {paper.PAPER}'s own results on its {row} stream (Qwen3.6 Plus, "
             "its corpus and stream size), copied from its tables for orientation. They are not results of this run: "
             "compare directions and rough sizes, not digits."
         )
     else:
-        add("\nNo paper row corresponds to this dataset, so no paper figures are shown.")
+        out.append("\nNo paper row corresponds to this dataset, so no paper figures are shown.")
+    return out
 
-    # Table 2
-    add("\n## Accuracy (paper Table 2)\n")
+
+_PAPER_NAME = {SYSTEM_LINEAR: "LinearRAG", SYSTEM_LIVING: "LivingRAG"}
+
+
+def _accuracy(v: _ReportView) -> list[str]:
+    """Paper Table 2: accuracy per system, then why LLM-Acc is missing or partial, then the paper's baselines."""
+    row, accuracy = v.paper_row, v.tables["accuracy"]
     p2 = {name: vals.get(row) for name, vals in paper.TABLE2.items()} if row else {}
-    paper_name = {SYSTEM_LINEAR: "LinearRAG", SYSTEM_LIVING: "LivingRAG"}
     rows = []
-    for s in systems:
-        a = by_sys[s]
-        pv = p2.get(paper_name.get(s, "")) if row else None
+    for s, a in v.by_system.items():
+        pv = p2.get(_PAPER_NAME.get(s, "")) if row else None
         rows.append(
             [
                 system_label(s),
@@ -512,144 +580,143 @@ def render_markdown(results: dict[str, Any]) -> str:
                 _paper(pv[1]) if pv else DASH,
             ]
         )
-    add(
-        _table(
-            [
-                "System",
-                "Contain-Acc (%)",
-                "LLM-Acc (%)",
-                "EM (%)",
-                "F1 (%)",
-                "paper Contain-Acc (%)",
-                "paper LLM-Acc (%)",
-            ],
-            rows,
-        )
-    )
-    missing = [a for a in t["accuracy"] if a["llm_acc"] is None and a["llm_acc_reason"]]
-    if missing and len({a["llm_acc_reason"] for a in missing}) == 1 and len(missing) == len(t["accuracy"]):
-        add(f"\nLLM-Acc unavailable: {missing[0]['llm_acc_reason']}.")
+    headers = [
+        "System",
+        "Contain-Acc (%)",
+        "LLM-Acc (%)",
+        "EM (%)",
+        "F1 (%)",
+        "paper Contain-Acc (%)",
+        "paper LLM-Acc (%)",
+    ]
+    out = [_heading("Accuracy (paper Table 2)"), _table(headers, rows)]
+    missing = [a for a in accuracy if a["llm_acc"] is None and a["llm_acc_reason"]]
+    if missing and len({a["llm_acc_reason"] for a in missing}) == 1 and len(missing) == len(accuracy):
+        out.append(f"\nLLM-Acc unavailable: {missing[0]['llm_acc_reason']}.")
     else:
-        for a in missing:
-            add(f"\nLLM-Acc unavailable for {system_label(a['system'])}: {a['llm_acc_reason']}.")
-    partial = [a for a in t["accuracy"] if a["llm_acc"] is not None and a["llm_judged"] < a["queries"]]
-    for a in partial:
-        add(
-            f"\n{system_label(a['system'])}: LLM-Acc over {a['llm_judged']} of {a['queries']} answers "
-            "(the judge gave no verdict on the rest)."
-        )
-    if row and any(v for k, v in p2.items() if k not in paper_name.values()):
-        add(
+        out += [f"\nLLM-Acc unavailable for {system_label(a['system'])}: {a['llm_acc_reason']}." for a in missing]
+    out += [
+        f"\n{system_label(a['system'])}: LLM-Acc over {a['llm_judged']} of {a['queries']} answers "
+        "(the judge gave no verdict on the rest)."
+        for a in accuracy
+        if a["llm_acc"] is not None and a["llm_judged"] < a["queries"]
+    ]
+    if row and any(v for k, v in p2.items() if k not in _PAPER_NAME.values()):
+        out.append(
             f"\nThe paper's other baselines on {row} (Contain-Acc / LLM-Acc, %): "
             + "; ".join(
-                f"{k} {_paper(v[0])} / {_paper(v[1])}" for k, v in p2.items() if v and k not in paper_name.values()
+                f"{k} {_paper(v[0])} / {_paper(v[1])}" for k, v in p2.items() if v and k not in _PAPER_NAME.values()
             )
             + "."
         )
+    return out
 
-    # Retrieval
-    add("\n## Passage recall\n")
-    add(
-        _table(
-            [
-                "System",
-                "all-gold R@2 (%)",
-                "all-gold R@5 (%)",
-                "per-passage R@2 (%)",
-                "per-passage R@5 (%)",
-                "questions with gold",
-            ],
-            [
-                [
-                    system_label(r["system"]),
-                    _pct(r["all_gold_recall_at_2"]),
-                    _pct(r["all_gold_recall_at_5"]),
-                    _pct(r["passage_recall_at_2"]),
-                    _pct(r["passage_recall_at_5"]),
-                    str(r["questions_with_gold"]),
-                ]
-                for r in t["retrieval"]
-            ],
-        )
-    )
-    add(
+
+def _recall(v: _ReportView) -> list[str]:
+    """Passage recall per system (the paper reports none)."""
+    headers = [
+        "System",
+        "all-gold R@2 (%)",
+        "all-gold R@5 (%)",
+        "per-passage R@2 (%)",
+        "per-passage R@5 (%)",
+        "questions with gold",
+    ]
+    rows = [
+        [
+            system_label(r["system"]),
+            _pct(r["all_gold_recall_at_2"]),
+            _pct(r["all_gold_recall_at_5"]),
+            _pct(r["passage_recall_at_2"]),
+            _pct(r["passage_recall_at_5"]),
+            str(r["questions_with_gold"]),
+        ]
+        for r in v.tables["retrieval"]
+    ]
+    return [
+        _heading("Passage recall"),
+        _table(headers, rows),
         "\nA question is recalled at k when all its gold passages are in the top k; per-passage recall counts "
-        "each gold passage. The paper reports no recall."
-    )
+        "each gold passage. The paper reports no recall.",
+    ]
 
-    # Table 3
-    add("\n## Tokens and cost (paper Table 3)\n")
-    add(
-        _table(
-            ["System", "# Queries", "Prompt tokens / q", "Completion tokens / q", "Run cost (USD)"],
-            [
-                [
-                    system_label(r["system"]),
-                    str(r["queries"]),
-                    _num(r["prompt_mean"]),
-                    _num(r["completion_mean"]),
-                    f"${r['cost_usd']:.4f}",
-                ]
-                for r in t["tokens"]
-            ],
-        )
-    )
-    if "tokens_delta" in t:
-        tok = {r["system"]: r for r in t["tokens"]}
-        lt, vt, d = tok[SYSTEM_LINEAR], tok[SYSTEM_LIVING], t["tokens_delta"]
-        hdr = [
-            "",
-            "# Queries",
-            "Prompt Linear",
-            "Prompt Living",
-            "Rel. Δ",
-            "Completion Linear",
-            "Completion Living",
-            "Rel. Δ",
-            "Cost Linear",
-            "Cost Living",
-            "Rel. Δ",
-        ]
-        rows = [
-            [
-                "this run",
-                str(lt["queries"]),
-                _num(lt["prompt_mean"]),
-                _num(vt["prompt_mean"]),
-                _rel(d["prompt"]),
-                _num(lt["completion_mean"]),
-                _num(vt["completion_mean"]),
-                _rel(d["completion"]),
-                f"${lt['cost_usd']:.4f}",
-                f"${vt['cost_usd']:.4f}",
-                _rel(d["cost"]),
-            ]
-        ]
-        if row in paper.TABLE3:
-            q, pl, pv, cl, cv, kl, kv = paper.TABLE3[row]
-            rows.append(
-                [
-                    f"**paper** ({row})",
-                    f"{q:,}",
-                    _paper(pl, 1),
-                    _paper(pv, 1),
-                    _rel(relative_delta(pv, pl)),
-                    _paper(cl, 1),
-                    _paper(cv, 1),
-                    _rel(relative_delta(cv, cl)),
-                    f"${kl:.2f}",
-                    f"${kv:.2f}",
-                    _rel(relative_delta(kv, kl)),
-                ]
-            )
-        add("\n" + _table(hdr, rows))
-        add(
-            "\nRel. Δ = (LivingRAG − LinearRAG) / LinearRAG; negative is a saving. Tokens are per query; "
-            "judge calls are not counted."
-        )
 
-    # Table 15
-    add("\n## Time per query (paper Table 15)\n")
+def _tokens(v: _ReportView) -> list[str]:
+    """Paper Table 3: tokens and cost per system, and LivingRAG against LinearRAG when both ran."""
+    t, row = v.tables, v.paper_row
+    rows = [
+        [
+            system_label(r["system"]),
+            str(r["queries"]),
+            _num(r["prompt_mean"]),
+            _num(r["completion_mean"]),
+            f"${r['cost_usd']:.4f}",
+        ]
+        for r in t["tokens"]
+    ]
+    headers = ["System", "# Queries", "Prompt tokens / q", "Completion tokens / q", "Run cost (USD)"]
+    out = [_heading("Tokens and cost (paper Table 3)"), _table(headers, rows)]
+    if "tokens_delta" not in t:
+        return out
+    tok = {r["system"]: r for r in t["tokens"]}
+    lt, vt, d = tok[SYSTEM_LINEAR], tok[SYSTEM_LIVING], t["tokens_delta"]
+    hdr = [
+        "",
+        "# Queries",
+        "Prompt Linear",
+        "Prompt Living",
+        "Rel. Δ",
+        "Completion Linear",
+        "Completion Living",
+        "Rel. Δ",
+        "Cost Linear",
+        "Cost Living",
+        "Rel. Δ",
+    ]
+    rows = [
+        [
+            "this run",
+            str(lt["queries"]),
+            _num(lt["prompt_mean"]),
+            _num(vt["prompt_mean"]),
+            _rel(d["prompt"]),
+            _num(lt["completion_mean"]),
+            _num(vt["completion_mean"]),
+            _rel(d["completion"]),
+            f"${lt['cost_usd']:.4f}",
+            f"${vt['cost_usd']:.4f}",
+            _rel(d["cost"]),
+        ]
+    ]
+    _with_paper(
+        rows,
+        paper.TABLE3,
+        row,
+        lambda q, pl, pv, cl, cv, kl, kv: [
+            f"**paper** ({row})",
+            f"{q:,}",
+            _paper(pl, 1),
+            _paper(pv, 1),
+            _rel(relative_delta(pv, pl)),
+            _paper(cl, 1),
+            _paper(cv, 1),
+            _rel(relative_delta(cv, cl)),
+            f"${kl:.2f}",
+            f"${kv:.2f}",
+            _rel(relative_delta(kv, kl)),
+        ],
+    )
+    return [
+        *out,
+        "\n" + _table(hdr, rows),
+        "\nRel. Δ = (LivingRAG − LinearRAG) / LinearRAG; negative is a saving. Tokens are per query; "
+        "judge calls are not counted.",
+    ]
+
+
+def _timing(v: _ReportView) -> list[str]:
+    """Paper Table 15: module-level seconds per question."""
+    row = v.paper_row
     rows = [
         [
             system_label(r["system"]),
@@ -658,31 +725,33 @@ def render_markdown(results: dict[str, Any]) -> str:
             _pct(r["retrieval_over_llm"], 1) + ("%" if r["retrieval_over_llm"] is not None else ""),
             _num(r["validation_s"], 3) if r["validation_s"] is not None else "N/A",
         ]
-        for r in t["timing"]
+        for r in v.tables["timing"]
     ]
     if row in paper.TABLE15:
-        for s, (llm_s, ret_s, ratio, val) in paper.TABLE15[row].items():
-            rows.append(
-                [
-                    f"**paper** {system_label(s)} ({row})",
-                    _paper(llm_s),
-                    _paper(ret_s),
-                    f"{ratio:.1f}%",
-                    _paper(val) if val is not None else "N/A",
-                ]
-            )
-    add(_table(["Method", "LLM s/q", "Retrieval s/q", "Retrieval / LLM", "Validation s/q"], rows))
-    add(
+        rows += [
+            [
+                f"**paper** {system_label(s)} ({row})",
+                _paper(llm_s),
+                _paper(ret_s),
+                f"{ratio:.1f}%",
+                _paper(val) if val is not None else "N/A",
+            ]
+            for s, (llm_s, ret_s, ratio, val) in paper.TABLE15[row].items()
+        ]
+    return [
+        _heading("Time per query (paper Table 15)"),
+        _table(["Method", "LLM s/q", "Retrieval s/q", "Retrieval / LLM", "Validation s/q"], rows),
         "\nModule-level means per question (concurrent LLM calls overlap, so these are not wall-clock latency). "
-        "Validation is LivingRAG's post-answer novelty and grounding checks."
-    )
+        "Validation is LivingRAG's post-answer novelty and grounding checks.",
+    ]
 
-    # Table 1
-    o = t["opportunities"]
-    add("\n## Reuse opportunities (paper Table 1)\n")
+
+def _opportunities(v: _ReportView) -> list[str]:
+    """Paper Table 1: the reuse opportunities of the fixed run."""
+    o, cfg, row = v.tables["opportunities"], v.config, v.paper_row
     rows = [
         [
-            f"this run ({system_label(o['source_system'])}, order {main})",
+            f"this run ({system_label(o['source_system'])}, order {v.main_order})",
             _pct(o["entity_reuse"]),
             _pct(o["graph_reuse"]),
             _pct(o["graph_reuse_passages"]),
@@ -690,302 +759,360 @@ def render_markdown(results: dict[str, Any]) -> str:
             _pct(o["template_reuse"]),
         ]
     ]
-    if row in paper.TABLE1:
-        e, g, tp = paper.TABLE1[row]
-        rows.append([f"**paper** ({row})", _paper(e), _paper(g), DASH, DASH, _paper(tp)])
-    add(
-        _table(
-            [
-                "",
-                "Entity reuse (%)",
-                "Graph-neigh. reuse (%)",
-                "… by passages (%)",
-                "… by entities (%)",
-                "Template reuse (%)",
-            ],
-            rows,
-        )
+    _with_paper(
+        rows, paper.TABLE1, row, lambda e, g, tp: [f"**paper** ({row})", _paper(e), _paper(g), DASH, DASH, _paper(tp)]
     )
-    add(
+    headers = [
+        "",
+        "Entity reuse (%)",
+        "Graph-neigh. reuse (%)",
+        "… by passages (%)",
+        "… by entities (%)",
+        "Template reuse (%)",
+    ]
+    return [
+        _heading("Reuse opportunities (paper Table 1)"),
+        _table(headers, rows),
         f"\nCausal: each query is compared with earlier queries only. Graph-neighbourhood reuse: Jaccard ≥ "
         f"{cfg['jaccard_threshold']} on the top-{cfg['graph_top_k']} passages or on the context entities, on the fixed "
         f"LinearRAG run{'' if o['graph_reuse'] is not None else ' (not measured: this run has no LinearRAG system)'}. "
         f"Template reuse: no shared seed entity and masked-question TF-IDF cosine ≥ {cfg['template_threshold']}"
-        + (" (not measured: the records carry no masked questions)." if o["template_reuse"] is None else ".")
+        + (" (not measured: the records carry no masked questions)." if o["template_reuse"] is None else "."),
+    ]
+
+
+def _realised(v: _ReportView) -> list[str]:
+    """Paper Table 4: the reuse LivingRAG realised."""
+    t, row = v.tables, v.paper_row
+    title = _heading("Realised reuse (paper Table 4)")
+    if "realised" not in t:
+        return [title, "Needs a LivingRAG run."]
+    rz = t["realised"]
+    rows = [
+        [
+            "this run (LivingRAG)",
+            _pct(rz["graph_transfer"]),
+            _pct(t["opportunities"]["template_reuse"]),
+            _pct(rz["template_reuse"]),
+            _pct(rz["activation_map_use"]),
+            _pct(rz["scaffold_use"]),
+        ]
+    ]
+    _with_paper(
+        rows, paper.TABLE4, row, lambda g, op, ru: [f"**paper** ({row})", _paper(g), _paper(op), _paper(ru), DASH, DASH]
     )
+    headers = [
+        "",
+        "Graph trans. (%)",
+        "Template Opp. (%)",
+        "Template Reuse (%)",
+        "Act.-map fusion used (%)",
+        "Scaffold used (%)",
+    ]
+    return [
+        title,
+        _table(headers, rows),
+        "\nGraph transfer: fusion added new above-threshold entities. "
+        "Template reuse: the scaffold's masked-template "
+        f"similarity ≥ {v.config['template_threshold']}. Opportunity and realised values are measured differently: "
+        "read them as a trend.",
+    ]
 
-    # Table 4
-    add("\n## Realised reuse (paper Table 4)\n")
-    if "realised" in t:
-        rz = t["realised"]
-        rows = [
+
+def _ablations(v: _ReportView) -> list[str]:
+    """Paper Table 5: accuracy and completion-token reduction of LivingRAG and its ablations."""
+    row = v.paper_row
+    title = _heading("Ablations (paper Table 5)")
+    abl = [a for a in v.tables.get("ablations", []) if a["system"] in (SYSTEM_LIVING, *ABLATION_SYSTEMS.values())]
+    if not (len(abl) > 1 or any(a["system"] != SYSTEM_LIVING for a in abl)):
+        return [title, "No ablation systems in this run (`--ablations fusion,scaffold,gate`)."]
+    col = {"2Wiki": 0, "MuSiQue-full": 1, "WixQA": 2}.get(row or "")
+    rows = []
+    for a in abl:
+        pv = paper.TABLE5.get(a["system"])
+        rows.append(
             [
-                "this run (LivingRAG)",
-                _pct(rz["graph_transfer"]),
-                _pct(o["template_reuse"]),
-                _pct(rz["template_reuse"]),
-                _pct(rz["activation_map_use"]),
-                _pct(rz["scaffold_use"]),
+                system_label(a["system"]),
+                _pct(a["acc"]),
+                _pct(a["completion_reduction"], 1),
+                _paper(pv[col]) if pv and col is not None else DASH,
+                _paper(pv[3], 1) if pv else DASH,
             ]
+        )
+    headers = [
+        "Variant",
+        f"{v.acc_name} (%)",
+        "Red. (%)",
+        f"paper LLM-Acc (%){f' ({row})' if col is not None else ''}",
+        "paper Red. (%)",
+    ]
+    return [
+        title,
+        _table(headers, rows),
+        "\nRed. = completion-token reduction against LinearRAG in this run. The paper's Red. is its average over "
+        "2Wiki, MuSiQue-full and WixQA.",
+    ]
+
+
+def _gates(v: _ReportView) -> list[str]:
+    """Paper Table 6: the write-back gates' pass rates and what was stored."""
+    row = v.paper_row
+    title = _heading("Write-back gates (paper Table 6)")
+    if not v.tables["gates"]:
+        return [title, "No system in this run made write-back decisions."]
+    rows = [
+        [
+            system_label(g["system"]),
+            str(g["questions"]),
+            _pct(g["ns_pass"]),
+            str(g["gs_checked"]),
+            _pct(g["gs_pass"]),
+            str(g["gs_reject"]),
+            str(g["stored"]),
         ]
-        if row in paper.TABLE4:
-            g, op, ru = paper.TABLE4[row]
-            rows.append([f"**paper** ({row})", _paper(g), _paper(op), _paper(ru), DASH, DASH])
-        add(
-            _table(
-                [
-                    "",
-                    "Graph trans. (%)",
-                    "Template Opp. (%)",
-                    "Template Reuse (%)",
-                    "Act.-map fusion used (%)",
-                    "Scaffold used (%)",
-                ],
-                rows,
-            )
-        )
-        add(
-            "\nGraph transfer: fusion added new above-threshold entities. "
-            "Template reuse: the scaffold's masked-template "
-            f"similarity ≥ {cfg['template_threshold']}. Opportunity and realised values are measured differently: read "
-            "them as a trend."
-        )
-    else:
-        add("Needs a LivingRAG run.")
+        for g in v.tables["gates"]
+    ]
+    _with_paper(
+        rows,
+        paper.TABLE6,
+        row,
+        lambda q, ns, gc, gp, gr, st: [
+            f"**paper** LivingRAG ({row})",
+            f"{q:,}",
+            _paper(ns),
+            str(gc),
+            _paper(gp),
+            str(gr),
+            str(st),
+        ],
+    )
+    headers = ["", "Questions", "NS pass (%)", "GS checked", "GS pass (%)", "GS reject", "Stored experiences"]
+    return [
+        title,
+        _table(headers, rows),
+        "\nNS pass is over all questions; GS runs only on candidates that passed NS, "
+        "and GS pass is among those checked.",
+    ]
 
-    # Table 5
-    add("\n## Ablations (paper Table 5)\n")
-    abl = [a for a in t.get("ablations", []) if a["system"] in (SYSTEM_LIVING, *ABLATION_SYSTEMS.values())]
-    if len(abl) > 1 or any(a["system"] != SYSTEM_LIVING for a in abl):
-        col = {"2Wiki": 0, "MuSiQue-full": 1, "WixQA": 2}.get(row or "")
-        rows = []
-        for a in abl:
-            pv = paper.TABLE5.get(a["system"])
-            rows.append(
-                [
-                    system_label(a["system"]),
-                    _pct(a["acc"]),
-                    _pct(a["completion_reduction"], 1),
-                    _paper(pv[col]) if pv and col is not None else DASH,
-                    _paper(pv[3], 1) if pv else DASH,
-                ]
-            )
-        add(
-            _table(
-                [
-                    "Variant",
-                    f"{acc_name} (%)",
-                    "Red. (%)",
-                    f"paper LLM-Acc (%){f' ({row})' if col is not None else ''}",
-                    "paper Red. (%)",
-                ],
-                rows,
-            )
-        )
-        add(
-            "\nRed. = completion-token reduction against LinearRAG in this run. The paper's Red. is its average over "
-            "2Wiki, MuSiQue-full and WixQA."
-        )
-    else:
-        add("No ablation systems in this run (`--ablations fusion,scaffold,gate`).")
 
-    # Table 6
-    add("\n## Write-back gates (paper Table 6)\n")
-    if t["gates"]:
-        rows = [
+def _coverage(v: _ReportView) -> list[str]:
+    """Paper Table 16: how much of the experience store was used."""
+    t, row = v.tables, v.paper_row
+    title = _heading("Experience coverage (paper Table 16)")
+    if "coverage" not in t:
+        return [title, "Needs a LivingRAG run."]
+    c = t["coverage"]
+    rows = [
+        [
+            "this run (LivingRAG)",
+            str(c["stored"]),
+            str(c["topk_selections"]),
+            _pct(c["topk_coverage"]),
+            str(c["scaffold_uses"]),
+            _pct(c["scaffold_coverage"]),
+            str(c["max_scaffold_uses"]),
+        ]
+    ]
+    _with_paper(
+        rows,
+        paper.TABLE16,
+        row,
+        lambda st, ts, tc, su, sc, mx: [
+            f"**paper** ({row})",
+            str(st),
+            f"{ts:,}",
+            _paper(tc),
+            f"{su:,}",
+            _paper(sc),
+            str(mx),
+        ],
+    )
+    headers = [
+        "",
+        "Stored experiences",
+        "Top-K selections",
+        "Coverage (%)",
+        "Scaffold uses",
+        "Coverage (%)",
+        "Max uses",
+    ]
+    return [title, _table(headers, rows), "\nCoverage: the share of stored experiences selected at least once."]
+
+
+def _paired(v: _ReportView) -> list[str]:
+    """Each system against LinearRAG, question by question (:func:`_paired_section`)."""
+    return [_paired_section(v.tables.get("paired") or [])]
+
+
+def _repeats(v: _ReportView) -> list[str]:
+    """The repeated questions of a repeat stream (:func:`_repeats_section`), when there are any."""
+    return [_repeats_section(v.tables["repeats"])] if v.tables.get("repeats") else []
+
+
+def _benefit(v: _ReportView) -> list[str]:
+    """Paper Table 17: LivingRAG − LinearRAG by the reuse signals realised."""
+    t, row = v.tables, v.paper_row
+    title = _heading("Benefit by realised reuse signal (paper Table 17)")
+    if "paired_deltas" not in t:
+        return [title, "Needs both a LinearRAG and a LivingRAG run."]
+    pd = paper.TABLE17.get(row or "", {})
+    rows = []
+    for d in t["paired_deltas"]:
+        pv = pd.get((d["graph"], d["template"]))
+        rows.append(
             [
-                system_label(g["system"]),
-                str(g["questions"]),
-                _pct(g["ns_pass"]),
-                str(g["gs_checked"]),
-                _pct(g["gs_pass"]),
-                str(g["gs_reject"]),
-                str(g["stored"]),
+                _mark(d["graph"]),
+                _mark(d["template"]),
+                str(d["n"]),
+                f"{100 * d['delta_acc']:+.2f}",
+                f"{d['delta_completion_tokens']:+.1f}",
+                f"{pv[0]:+.2f}" if pv else DASH,
+                f"{pv[1]:+.1f}" if pv else DASH,
             ]
-            for g in t["gates"]
-        ]
-        if row in paper.TABLE6:
-            q, ns, gc, gp, gr, st = paper.TABLE6[row]
-            rows.append([f"**paper** LivingRAG ({row})", f"{q:,}", _paper(ns), str(gc), _paper(gp), str(gr), str(st)])
-        add(
-            _table(
-                ["", "Questions", "NS pass (%)", "GS checked", "GS pass (%)", "GS reject", "Stored experiences"], rows
-            )
         )
-        add(
-            "\nNS pass is over all questions; GS runs only on candidates that passed NS, "
-            "and GS pass is among those checked."
-        )
-    else:
-        add("No system in this run made write-back decisions.")
+    headers = [
+        "Graph",
+        "Template",
+        "Questions",
+        f"Δ{v.acc_name} (points)",
+        "Δ Completion tokens",
+        "paper ΔLLM-Acc",
+        "paper Δ Completion tokens",
+    ]
+    return [
+        title,
+        _table(headers, rows),
+        "\nΔ = LivingRAG − LinearRAG on the same question in the same order; negative token values are savings. "
+        "Rows without questions are left out.",
+    ]
 
-    # Table 16
-    add("\n## Experience coverage (paper Table 16)\n")
-    if "coverage" in t:
-        c = t["coverage"]
-        rows = [
-            [
-                "this run (LivingRAG)",
-                str(c["stored"]),
-                str(c["topk_selections"]),
-                _pct(c["topk_coverage"]),
-                str(c["scaffold_uses"]),
-                _pct(c["scaffold_coverage"]),
-                str(c["max_scaffold_uses"]),
-            ]
-        ]
-        if row in paper.TABLE16:
-            st, ts, tc, su, sc, mx = paper.TABLE16[row]
-            rows.append([f"**paper** ({row})", str(st), f"{ts:,}", _paper(tc), f"{su:,}", _paper(sc), str(mx)])
-        add(
-            _table(
-                [
-                    "",
-                    "Stored experiences",
-                    "Top-K selections",
-                    "Coverage (%)",
-                    "Scaffold uses",
-                    "Coverage (%)",
-                    "Max uses",
-                ],
-                rows,
-            )
-        )
-        add("\nCoverage: the share of stored experiences selected at least once.")
-    else:
-        add("Needs a LivingRAG run.")
 
-    add(_paired_section(t.get("paired") or []))
-    if t.get("repeats"):
-        add(_repeats_section(t["repeats"]))
+def _pair(m: dict[str, Any], scale: float = 100.0, digits: int = 2) -> str:
+    return f"{_ms(m.get(SYSTEM_LINEAR), scale, digits)} / {_ms(m.get(SYSTEM_LIVING), scale, digits)}"
 
-    # Table 17
-    add("\n## Benefit by realised reuse signal (paper Table 17)\n")
-    if "paired_deltas" in t:
-        pd = paper.TABLE17.get(row or "", {})
-        rows = []
-        for d in t["paired_deltas"]:
-            pv = pd.get((d["graph"], d["template"]))
-            rows.append(
-                [
-                    _mark(d["graph"]),
-                    _mark(d["template"]),
-                    str(d["n"]),
-                    f"{100 * d['delta_acc']:+.2f}",
-                    f"{d['delta_completion_tokens']:+.1f}",
-                    f"{pv[0]:+.2f}" if pv else DASH,
-                    f"{pv[1]:+.1f}" if pv else DASH,
-                ]
-            )
-        add(
-            _table(
-                [
-                    "Graph",
-                    "Template",
-                    "Questions",
-                    f"Δ{acc_name} (points)",
-                    "Δ Completion tokens",
-                    "paper ΔLLM-Acc",
-                    "paper Δ Completion tokens",
-                ],
-                rows,
-            )
-        )
-        add(
-            "\nΔ = LivingRAG − LinearRAG on the same question in the same order; negative token values are savings. "
-            "Rows without questions are left out."
-        )
-    else:
-        add("Needs both a LinearRAG and a LivingRAG run.")
 
-    # Table 18
-    add("\n## Query-order robustness (paper Table 18)\n")
-    od = t["orders"]
-    ca, la, ct = od["contain_acc"], od["llm_acc"], od["completion_tokens"]
+def _paper_pair(v: Any, digits: int = 2) -> str:
+    return DASH if v is None else " / ".join(f"{m:.{digits}f}±{s:.{digits}f}" for m, s in v)
 
-    def pair(m: dict[str, Any], scale: float = 100.0, digits: int = 2) -> str:
-        return f"{_ms(m.get(SYSTEM_LINEAR), scale, digits)} / {_ms(m.get(SYSTEM_LIVING), scale, digits)}"
 
+def _paper_ms(v: Any) -> str:
+    return f"{v[0]:.2f}±{v[1]:.2f}" if v else DASH
+
+
+def _orders(v: _ReportView) -> list[str]:
+    """Paper Table 18: mean ± sample standard deviation over the stream orders."""
+    od, row = v.tables["orders"], v.paper_row
     rows = [
         [
             f"this run, {od['orders']} order(s)",
-            pair(ca),
-            pair(la),
-            pair(ct, 1.0, 1),
+            _pair(od["contain_acc"]),
+            _pair(od["llm_acc"]),
+            _pair(od["completion_tokens"], 1.0, 1),
             _ms(od["graph_transfer"]),
             _ms(od["template_reuse"]),
         ]
     ]
     if row in paper.TABLE18:
         p18 = paper.TABLE18[row]
-
-        def ppair(v: Any, digits: int = 2) -> str:
-            return DASH if v is None else " / ".join(f"{m:.{digits}f}±{s:.{digits}f}" for m, s in v)
-
-        gt, tr = p18["graph_transfer"], p18["template_reuse"]
         rows.append(
             [
                 f"**paper**, 3 orders ({row})",
-                ppair(p18["contain_acc"]),
-                ppair(p18["llm_acc"]),
-                ppair(p18["completion_tokens"], 1),
-                f"{gt[0]:.2f}±{gt[1]:.2f}" if gt else DASH,
-                f"{tr[0]:.2f}±{tr[1]:.2f}" if tr else DASH,
+                _paper_pair(p18["contain_acc"]),
+                _paper_pair(p18["llm_acc"]),
+                _paper_pair(p18["completion_tokens"], 1),
+                _paper_ms(p18["graph_transfer"]),
+                _paper_ms(p18["template_reuse"]),
             ]
-        )  # type: ignore[index]
-    add(
-        _table(
-            ["Setting", "Cont.-Acc (%)", "LLM-Acc (%)", "Completion tokens", "Graph trans. (%)", "Template reuse (%)"],
-            rows,
         )
-    )
-    add("\nCells are LinearRAG / LivingRAG, mean ± sample standard deviation over orders (no ± with one order).")
+    headers = ["Setting", "Cont.-Acc (%)", "LLM-Acc (%)", "Completion tokens", "Graph trans. (%)", "Template reuse (%)"]
+    return [
+        _heading("Query-order robustness (paper Table 18)"),
+        _table(headers, rows),
+        "\nCells are LinearRAG / LivingRAG, mean ± sample standard deviation over orders (no ± with one order).",
+    ]
 
-    # Table 8
-    if "clusters" in t:
-        add("\n## Experience clusters in MuSiQue decompositions (paper Table 8)\n")
-        rows = []
+
+def _clusters(v: _ReportView) -> list[str]:
+    """Paper Table 8: experience clusters in the stream's decompositions, when the dataset has them."""
+    t = v.tables
+    if "clusters" not in t:
+        return []
+    rows = [
+        [
+            label,
+            str(c["questions"]),
+            str(c["documents"]),
+            str(c["clusters"]),
+            _pct(c["coverage"], 1),
+            _num(c["avg_size"], 1),
+            str(c["max_size"]),
+        ]
         for label, c in (
             ("this stream (sub-question = support passage + answer)", t["clusters"]),
             ("this stream (sub-question = MuSiQue id)", t["clusters_by_id"]),
-        ):
-            rows.append(
-                [
-                    label,
-                    str(c["questions"]),
-                    str(c["documents"]),
-                    str(c["clusters"]),
-                    _pct(c["coverage"], 1),
-                    _num(c["avg_size"], 1),
-                    str(c["max_size"]),
-                ]
-            )
-        for name, (q, ch, cl, cov, avg, mx) in paper.TABLE8.items():
-            rows.append([f"**paper** ({name})", f"{q:,}", f"{ch:,}", str(cl), _paper(cov, 1), _paper(avg, 1), str(mx)])
-        add(_table(["", "#Q", "#Chunks", "#Clusters", "Coverage (%)", "Avg. size", "Max size"], rows))
-        add(
-            "\nQuestions are linked when they share a decomposed single-hop question; clusters are connected "
-            "components of at least two questions. #Chunks here is the corpus size in documents."
         )
+    ]
+    rows += [
+        [f"**paper** ({name})", f"{q:,}", f"{ch:,}", str(cl), _paper(cov, 1), _paper(avg, 1), str(mx)]
+        for name, (q, ch, cl, cov, avg, mx) in paper.TABLE8.items()
+    ]
+    return [
+        _heading("Experience clusters in MuSiQue decompositions (paper Table 8)"),
+        _table(["", "#Q", "#Chunks", "#Clusters", "Coverage (%)", "Avg. size", "Max size"], rows),
+        "\nQuestions are linked when they share a decomposed single-hop question; clusters are connected "
+        "components of at least two questions. #Chunks here is the corpus size in documents.",
+    ]
 
-    # Figures
-    add("\n## Figures\n")
-    captions = {
-        "fig2": "Figure 2: completion tokens per stream segment (LinearRAG blue, LivingRAG orange; green where "
-        "LivingRAG uses fewer, red where more; the first 10 % expanded).",
-        "fig3": "Figure 3: write-back gate dynamics (NS pass and write-back per segment, GS pass among the checked, "
-        "cumulative stored).",
-        "fig8": "Figure 8: prompt tokens per stream segment.",
-        "fig9": "Figure 9: experience use (activation-map retrieval, scaffold use, write-back, cumulative stored).",
-    }
-    for k, name in FIGURES.items():
-        add(f"![{captions[k]}]({name})\n\n{captions[k]}\n")
 
-    problems = ds.get("problems") or []
-    if problems:
-        add("\n## Dataset notes\n")
-        out.extend(f"- {p}" for p in problems)
-    return "\n".join(out).rstrip() + "\n"
+FIGURE_CAPTIONS: dict[str, str] = {
+    "fig2": "Figure 2: completion tokens per stream segment (LinearRAG blue, LivingRAG orange; green where "
+    "LivingRAG uses fewer, red where more; the first 10 % expanded).",
+    "fig3": "Figure 3: write-back gate dynamics (NS pass and write-back per segment, GS pass among the checked, "
+    "cumulative stored).",
+    "fig8": "Figure 8: prompt tokens per stream segment.",
+    "fig9": "Figure 9: experience use (activation-map retrieval, scaffold use, write-back, cumulative stored).",
+}
+
+
+def _figures(v: _ReportView) -> list[str]:
+    """The four figures, each with its caption."""
+    return [_heading("Figures")] + [
+        f"![{FIGURE_CAPTIONS[k]}]({name})\n\n{FIGURE_CAPTIONS[k]}\n" for k, name in FIGURES.items()
+    ]
+
+
+def _dataset_notes(v: _ReportView) -> list[str]:
+    """The dataset loader's notes on what it skipped or repaired, when there are any."""
+    problems = v.dataset.get("problems") or []
+    return [_heading("Dataset notes"), *(f"- {p}" for p in problems)] if problems else []
+
+
+SECTIONS: tuple[Callable[[_ReportView], list[str]], ...] = (
+    _header,
+    _accuracy,
+    _recall,
+    _tokens,
+    _timing,
+    _opportunities,
+    _realised,
+    _ablations,
+    _gates,
+    _coverage,
+    _paired,
+    _repeats,
+    _benefit,
+    _orders,
+    _clusters,
+    _figures,
+    _dataset_notes,
+)
+"""The sections of ``report.md`` in order; each returns its blocks, which are joined by newlines."""
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    """``report.md`` from :func:`build_results`' output: the :data:`SECTIONS` in order."""
+    view = _ReportView.of(results)
+    return "\n".join(block for section in SECTIONS for block in section(view)).rstrip() + "\n"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -372,6 +372,11 @@ class ExperienceStore:
         gs: float | None = None
         verdicts: tuple[ClaimVerdict, ...] = ()
         details: dict[str, Any] = dict(vrec)
+
+        def state() -> _Gated:
+            """The candidate's gate values so far, as every decision logs them."""
+            return _Gated(c, resolved, details, timings, t0, ns=ns, gs=gs, verdicts=verdicts)
+
         try:
             t1 = time.perf_counter()
             with self.db.tenant_session(c.tenant_id) as s:
@@ -386,10 +391,10 @@ class ExperienceStore:
             details |= {"nearest_experience_id": nearest}
             if not gated:
                 details["gates"] = "off"
-                return self._insert(c, ns, 1.0, resolved, details, timings, t0, (), version, gated=False)
+                return self._insert(replace(state(), gs=1.0), version, gated=False)
             if not is_novel(ns, self.gates.tau_novel):
                 details["stage"] = "precheck"
-                return self._decide(c, "rejected_novelty", ns, None, resolved, details, timings, t0)
+                return self._decide(state(), "rejected_novelty")
 
             t2 = time.perf_counter()
             if resolved.verifier is not None and self.gates.answer_form:
@@ -397,9 +402,7 @@ class ExperienceStore:
                 if not form.fits:  # an answer of the wrong form is not an experience, however grounded
                     details |= {"stage": "answer_form", "expected": form.expected}
                     timings["grounding_ms"] = _ms(t2)
-                    return self._decide(
-                        c, "rejected_grounding", ns, 0.0, resolved, details, timings, t0, reason=form.reason
-                    )
+                    return self._decide(replace(state(), gs=0.0), "rejected_grounding", reason=form.reason)
             if resolved.verifier is None:
                 gs = 1.0  # gates.verifier=none: the grounding gate is off (ablation)
             else:
@@ -418,16 +421,16 @@ class ExperienceStore:
                 for v in verdicts
             ]
             if not passes_grounding(gs, self.gates.tau_gs):
-                return self._decide(c, "rejected_grounding", ns, gs, resolved, details, timings, t0, verdicts)
+                return self._decide(state(), "rejected_grounding")
 
-            return self._insert(c, ns, gs, resolved, details, timings, t0, verdicts, version)
+            return self._insert(state(), version)
         except (InvalidInput, NotFound):
             raise
         except Exception as exc:
             log.warning("write-back of %r failed: %s", c.query[:80], exc, exc_info=True)
             details["error_type"] = type(exc).__name__
             reason = f"{type(exc).__name__}: {exc}"[:2000]
-            return self._decide(c, "error", ns, gs, resolved, details, timings, t0, verdicts, reason=reason)
+            return self._decide(state(), "error", reason=reason)
 
     def _novelty(self, session: Session, c: _Checked) -> tuple[float, int | None]:
         """NS of eq. 18 against the active experiences (base activation, no decay)."""
@@ -440,20 +443,12 @@ class ExperienceStore:
         best = int(np.argmax(eta))
         return novelty_score(eta), rows[best].id
 
-    def _insert(
-        self,
-        c: _Checked,
-        ns: float,
-        gs: float,
-        resolved: ResolvedVerifier,
-        details: dict[str, Any],
-        timings: dict[str, float],
-        t0: float,
-        verdicts: tuple[ClaimVerdict, ...],
-        version: int,
-        *,
-        gated: bool = True,
-    ) -> WriteBackResult:
+    def _insert(self, g: _Gated, version: int, *, gated: bool = True) -> WriteBackResult:
+        """Store the candidate that passed its gates (``g.gs`` is its confidence), unless its evidence
+        changed, the novelty recheck under the locks rejects it, or the tenant is at its quota; the
+        decision is logged in the storing transaction."""
+        c, resolved, details, timings, t0, ns, gs = g.c, g.resolved, g.details, g.timings, g.t0, g.ns, g.gs
+        assert gs is not None and ns is not None
         t3 = time.perf_counter()
         stored_map = sparsify(c.final, self.exp.epsilon, self.exp.max_map_entities)
         now = self._clock()
@@ -504,34 +499,31 @@ class ExperienceStore:
                 )
                 details |= {"stage": "evidence_changed", "changed_passage_ids": changed}
                 timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, c, "rejected_grounding", ns, gs, resolved, details, timings, None, reason)
-                return WriteBackResult(
-                    "rejected_grounding", ns, gs, resolved.name, None, log_id, reason, verdicts, timings
-                )
+                log_id = self._log(s, g, "rejected_grounding", reason=reason)
+                return g.result("rejected_grounding", log_id, reason=reason)
             t5 = time.perf_counter()
             ns2, nearest2 = self._novelty(s, c)
             timings["recheck_ms"] = _ms(t5)
+            g2 = replace(g, ns=ns2)
             if gated and not is_novel(ns2, self.gates.tau_novel):
                 details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
                 timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, c, "rejected_novelty", ns2, gs, resolved, details, timings, None, None)
-                return WriteBackResult(
-                    "rejected_novelty", ns2, gs, resolved.name, None, log_id, None, verdicts, timings
-                )
+                log_id = self._log(s, g2, "rejected_novelty")
+                return g2.result("rejected_novelty", log_id)
             refusal = self._over_quota(s, c.tenant_id)
             if refusal is not None:
                 details |= {"stage": "quota", "quota": "api.max_experiences_per_tenant"}
                 timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, c, "dropped", ns2, gs, resolved, details, timings, None, refusal)
-                return WriteBackResult("dropped", ns2, gs, resolved.name, None, log_id, refusal, verdicts, timings)
+                log_id = self._log(s, g2, "dropped", reason=refusal)
+                return g2.result("dropped", log_id, reason=refusal)
             t6 = time.perf_counter()
             exp_id = repo.insert_experience(s, new)
             details |= {"stage": "stored", "map_size": len(stored_map), "novelty_recheck": ns2}
             timings["insert_ms"] = _ms(t6)
             timings["total_ms"] = _ms(t0)
-            log_id = self._log(s, c, "stored", ns2, gs, resolved, details, timings, exp_id, None)
+            log_id = self._log(s, g2, "stored", experience_id=exp_id)
         self._warm_template(exp_id, new.query_template)
-        return WriteBackResult("stored", ns2, gs, resolved.name, exp_id, log_id, None, verdicts, timings)
+        return g2.result("stored", log_id, experience_id=exp_id)
 
     def _over_quota(self, s: Session, tenant_id: int) -> str | None:
         """Why the tenant may store no more experiences (``api.max_experiences_per_tenant``
@@ -575,43 +567,23 @@ class ExperienceStore:
             while len(self._templates) > self.exp.template_cache_size:
                 self._templates.popitem(last=False)
 
-    def _decide(
-        self,
-        c: _Checked,
-        decision: str,
-        ns: float | None,
-        gs: float | None,
-        resolved: ResolvedVerifier,
-        details: dict[str, Any],
-        timings: dict[str, float],
-        t0: float,
-        verdicts: tuple[ClaimVerdict, ...] = (),
-        *,
-        reason: str | None = None,
-    ) -> WriteBackResult:
+    def _decide(self, g: _Gated, decision: str, *, reason: str | None = None) -> WriteBackResult:
         """Log a decision that stores nothing, in its own transaction."""
-        timings["total_ms"] = _ms(t0)
+        c = g.c
+        g.timings["total_ms"] = _ms(g.t0)
         log_id = None
         try:
             with self.db.tenant_session(c.tenant_id) as s:
-                log_id = self._log(s, c, decision, ns, gs, resolved, details, timings, None, reason)
+                log_id = self._log(s, g, decision, reason=reason)
         except Exception as exc:  # the database may be what failed; the result still says so
             log.warning("could not log the %s decision for %r: %s", decision, c.query[:80], exc)
-        return WriteBackResult(decision, ns, gs, resolved.name, None, log_id, reason, verdicts, timings)  # type: ignore[arg-type]
+        return g.result(decision, log_id, reason=reason)
 
     def _log(
-        self,
-        s: Session,
-        c: _Checked,
-        decision: str,
-        ns: float | None,
-        gs: float | None,
-        resolved: ResolvedVerifier,
-        details: dict[str, Any],
-        timings: dict[str, float],
-        experience_id: int | None,
-        reason: str | None,
+        self, s: Session, g: _Gated, decision: str, *, experience_id: int | None = None, reason: str | None = None
     ) -> int:
+        """Insert the ``writeback_log`` row of ``decision`` for ``g``; returns its id."""
+        c, ns, gs, resolved = g.c, g.ns, g.gs, g.resolved
         log.info("write-back %s: NS=%s GS=%s verifier=%s query=%r", decision, ns, gs, resolved.name, c.query[:80])
         return repo.insert_writeback_log(
             s,
@@ -623,8 +595,8 @@ class ExperienceStore:
             grounding=gs,
             verifier=resolved.name,
             reason=reason,
-            timings=timings,
-            details=details,
+            timings=g.timings,
+            details=g.details,
             experience_id=experience_id,
             query_log_id=c.query_log_id,
         )
@@ -693,6 +665,37 @@ class ExperienceStore:
             entity_names=names,
             corpus_version=version,
             query_log_id=candidate.query_log_id,
+        )
+
+
+@dataclass(frozen=True)
+class _Gated:
+    """One candidate on its way through the gates: what each decision logs and returns. ``details`` and
+    ``timings`` are the candidate's own dicts, filled in as it goes; ``t0`` is when its write-back began."""
+
+    c: _Checked
+    resolved: ResolvedVerifier
+    details: dict[str, Any]
+    timings: dict[str, float]
+    t0: float
+    ns: float | None = None
+    gs: float | None = None
+    verdicts: tuple[ClaimVerdict, ...] = ()
+
+    def result(
+        self, decision: str, log_id: int | None, *, experience_id: int | None = None, reason: str | None = None
+    ) -> WriteBackResult:
+        """The :class:`WriteBackResult` of ``decision`` for this candidate."""
+        return WriteBackResult(
+            decision=decision,  # type: ignore[arg-type]
+            novelty=self.ns,
+            grounding=self.gs,
+            verifier=self.resolved.name,
+            experience_id=experience_id,
+            log_id=log_id,
+            reason=reason,
+            claims=self.verdicts,
+            timings=self.timings,
         )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -42,9 +41,17 @@ from livingrag.experience.types import (
     WriteBackResult,
 )
 from livingrag.generation.llm import LLM, Completion, added
-from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
+from livingrag.generation.qa import (
+    GeneratedAnswer,
+    QAPrompt,
+    Scaffold,
+    build_qa_prompt,
+    generate_answer,
+    resolve_answer_style,
+)
 from livingrag.models.threads import set_torch_threads
 from livingrag.pipeline.modes import Mode
+from livingrag.pipeline.stopwatch import Stopwatch
 from livingrag.pipeline.writeback import WritebackWorker
 from livingrag.retrieval.retriever import Retriever, shared_graph_cache
 from livingrag.types import CorpusInfo, RetrievalResult, RetrievedPassage
@@ -241,90 +248,70 @@ class LivingRAG:
         m = mode if isinstance(mode, Mode) else Mode.parse(mode, ablations)
         q = validate_question(question, self.settings.api.max_question_chars)
         use_experience = self.settings.experience.enabled
-        t0 = time.perf_counter()
-        lat: dict[str, float] = {}
+        sw = Stopwatch()
 
         tenant_id, info = self.resolve(tenant, corpus)
         r = self.retriever(tenant_id, info)
-        lat["setup"] = _ms(t0)  # name resolution; the first query of a corpus also loads its models
-        t = time.perf_counter()
-        graph = None
-        if min_corpus_version is not None:
-            graph = r.graph(min_version=min_corpus_version)
-            if graph.version < min_corpus_version:
-                raise Conflict(
-                    f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
-                )
-        # living mode embeds the question's template (eq. 11) in the question's forward pass
-        enc = r.encode(q, graph=graph, template=mask if (m.read and use_experience) else None)
-        lat["encode"] = _ms(t)
+        sw.since_start("setup")  # name resolution; the first query of a corpus also loads its models
+        with sw.step("encode"):
+            graph = None
+            if min_corpus_version is not None:
+                graph = r.graph(min_version=min_corpus_version)
+                if graph.version < min_corpus_version:
+                    raise Conflict(
+                        f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
+                    )
+            # living mode embeds the question's template (eq. 11) in the question's forward pass
+            enc = r.encode(q, graph=graph, template=mask if (m.read and use_experience) else None)
 
         match: MatchResult | None = None
         if m.read and use_experience:
-            t = time.perf_counter()
-            # the scaffold's template similarity embeds on this thread: with torch's default (one
-            # thread per core) its OpenMP workers spin on a small, busy machine (measured on 2 cores:
-            # 265 ms p50 for two short texts); query encoding uses the same setting
-            set_torch_threads(r.params.query_threads)
-            match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
-            lat["match"] = _ms(t)
+            with sw.step("match"):
+                # the scaffold's template similarity embeds on this thread: with torch's default (one
+                # thread per core) its OpenMP workers spin on a small, busy machine (measured on 2 cores:
+                # 265 ms p50 for two short texts); query encoding uses the same setting
+                set_torch_threads(r.params.query_threads)
+                match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
         fuse = match is not None and m.fusion and match.fusion_applied
-        t = time.perf_counter()
-        result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
-        lat["retrieve"] = _ms(t)
+        with sw.step("retrieve"):
+            result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
 
         if match is not None and match.top and self.settings.experience.answer_reuse:
-            t = time.perf_counter()
-            repeat = self._repeat_of(tenant_id, q, match)
-            lat["reuse"] = _ms(t)
+            with sw.step("reuse"):
+                repeat = self._repeat_of(tenant_id, q, match)
             if repeat is not None:
-                return self._reused_answer(tenant_id, info.id, q, m, result, match, repeat, lat, t0)
+                return self._reused_answer(tenant_id, info.id, q, m, result, match, repeat, sw)
 
-        t = time.perf_counter()
-        findings = match.findings if (match is not None and m.scaffold) else ()
-        scaffold = match.scaffold if (match is not None and m.scaffold) else None
-        if scaffold is not None and scaffold.experience_id in {f.experience_id for f in findings}:
-            scaffold = None  # stated with its names as a finding; not again as a (masked) pattern
-        stated = [_summary_for_prompt(f.summary) for f in findings]
-        prompt = build_qa_prompt(
-            q,
-            result.passages,
-            scaffold=_summary_for_prompt(scaffold.summary, masked=self.mask_scaffolds) if scaffold else None,
-            findings=stated,
-            style=self.style,
-        )
-        lat["prompt"] = _ms(t)
+        with sw.step("prompt"):
+            findings, scaffold = _experience_for_prompt(match, m)
+            stated = [_summary_for_prompt(f.summary) for f in findings]
+            prompt = build_qa_prompt(
+                q,
+                result.passages,
+                scaffold=_summary_for_prompt(scaffold.summary, masked=self.mask_scaffolds) if scaffold else None,
+                findings=stated,
+                style=self.style,
+            )
         fused = match.fused if (fuse and match is not None) else ()
         fused_ids = [e.id for e in fused]
-        scaffold_id = scaffold.experience_id if scaffold else None
         passage_ids = [p.id for p in result.passages]
 
-        t = time.perf_counter()
         try:
-            gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
-            if scaffold is not None and self.mask_scaffolds and has_placeholder(gen.answer):
-                # the model copied a placeholder of the masked pattern ("[ENT]"): no such answer can be
-                # right, so the question is asked again without the scaffold (both calls are counted)
-                log.info("answer %r copied the masked scaffold; asking again without it", gen.answer)
-                first = gen.completion
-                prompt = build_qa_prompt(q, result.passages, findings=stated, style=self.style)
-                gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
-                gen = replace(gen, completion=added(first, gen.completion))
-                scaffold, scaffold_id = None, None
+            with sw.step("llm"):
+                gen, prompt, scaffold = self._generate(q, result, prompt, scaffold, stated)
         except LLMError as exc:
-            lat["llm"] = _ms(t)
-            lat["total"] = _ms(t0)
-            self._log_failure(tenant_id, info.id, q, m, lat, fused_ids, scaffold_id, passage_ids, exc)
+            sw.total()
+            scaffold_id = scaffold.experience_id if scaffold else None
+            self._log_failure(tenant_id, info.id, q, m, sw.ms, fused_ids, scaffold_id, passage_ids, exc)
             raise
-        lat["llm"] = _ms(t)
+        scaffold_id = scaffold.experience_id if scaffold else None
         c = gen.completion
         llm_s = self.settings.llm
         cost = c.cost_usd(llm_s.price_prompt_per_m, llm_s.price_completion_per_m)
 
-        lat["total"] = _ms(t0)  # the logged row's latencies: up to the log write
-        lat["overhead"] = lat["total"] - lat["llm"] - lat["setup"]
-        t = time.perf_counter()  # after the row's total: row total + log never exceed the answer's
-        with self.db.tenant_session(tenant_id) as s:
+        sw.total(excluding=("llm", "setup"))  # the logged row's latencies: up to the log write
+        # timed after the row's total: row total + log never exceed the answer's
+        with sw.step("log"), self.db.tenant_session(tenant_id) as s:
             finding_ids = [f.experience_id for f in findings]
             if fused_ids or scaffold_id is not None or finding_ids:
                 experience_repo.record_use(
@@ -341,16 +328,14 @@ class LivingRAG:
                 prompt_tokens=c.prompt_tokens,
                 completion_tokens=c.completion_tokens,
                 cost_usd=cost,
-                latencies=lat,
+                latencies=sw.ms,
                 fused_experience_ids=fused_ids,
                 scaffold_experience_id=scaffold_id,
                 passage_ids=passage_ids,
             )
-        lat["log"] = _ms(t)
         # the answer waits for the query log too: total and overhead include it (the logged row
         # holds the times up to its own insert); setup (first-query model loading) is left out
-        lat["total"] = _ms(t0)
-        lat["overhead"] = lat["total"] - lat["llm"] - lat["setup"]
+        sw.total(excluding=("llm", "setup"))
 
         future: Future[WriteBackResult] | None = None
         candidate: ExperienceCandidate | None = None
@@ -378,7 +363,7 @@ class LivingRAG:
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
             cost_usd=cost,
-            latency_ms=lat,
+            latency_ms=sw.ms,
             query_log_id=log_id,
             retrieval=result,
             match=match,
@@ -389,6 +374,29 @@ class LivingRAG:
             gated=m.gated,
             findings=findings,
         )
+
+    def _generate(
+        self,
+        q: str,
+        result: RetrievalResult,
+        prompt: QAPrompt,
+        scaffold: ScaffoldChoice | None,
+        stated: list[Scaffold],
+    ) -> tuple[GeneratedAnswer, QAPrompt, ScaffoldChoice | None]:
+        """The LLM's answer to ``prompt``, with the prompt and scaffold it was finally given.
+
+        An answer that copies a placeholder of the masked scaffold ("[ENT]") cannot be right: the
+        question is asked again without the scaffold, and both calls are counted in the completion.
+        """
+        gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+        if scaffold is not None and self.mask_scaffolds and has_placeholder(gen.answer):
+            log.info("answer %r copied the masked scaffold; asking again without it", gen.answer)
+            first = gen.completion
+            prompt = build_qa_prompt(q, result.passages, findings=stated, style=self.style)
+            gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+            gen = replace(gen, completion=added(first, gen.completion))
+            scaffold = None
+        return gen, prompt, scaffold
 
     def _repeat_of(self, tenant_id: int, q: str, match: MatchResult) -> ReusableExperience | None:
         """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any.
@@ -415,12 +423,11 @@ class LivingRAG:
         result: RetrievalResult,
         match: MatchResult,
         repeat: ReusableExperience,
-        lat: dict[str, float],
-        t0: float,
+        sw: Stopwatch,
     ) -> Answer:
         """The earlier answer of ``repeat`` for a repeated question: no prompt, no LLM call, no write-back
         (it would only repeat the experience); the query log names the experience."""
-        lat["llm"] = 0.0
+        sw.ms["llm"] = 0.0
         completion = Completion(
             text=repeat.answer,
             prompt_tokens=0,
@@ -430,10 +437,8 @@ class LivingRAG:
             usage_source="reuse",
         )
         explanation = f"Reused the answer of experience {repeat.id}, stored for the same question: {repeat.query!r}."
-        lat["total"] = _ms(t0)
-        lat["overhead"] = lat["total"] - lat["setup"]
-        t = time.perf_counter()  # after the row's total, as in answer()
-        with self.db.tenant_session(tenant_id) as s:
+        sw.total(excluding=("setup",))
+        with sw.step("log"), self.db.tenant_session(tenant_id) as s:  # timed after the row's total, as in answer()
             log_id = insert_query_log(
                 s,
                 tenant_id=tenant_id,
@@ -445,15 +450,13 @@ class LivingRAG:
                 prompt_tokens=0,
                 completion_tokens=0,
                 cost_usd=0.0,
-                latencies=lat,
+                latencies=sw.ms,
                 fused_experience_ids=[],
                 scaffold_experience_id=None,
                 passage_ids=[p.id for p in result.passages],
                 reused_experience_id=repeat.id,
             )
-        lat["log"] = _ms(t)
-        lat["total"] = _ms(t0)
-        lat["overhead"] = lat["total"] - lat["setup"]
+        sw.total(excluding=("setup",))
         return Answer(
             question=q,
             answer=repeat.answer,
@@ -465,7 +468,7 @@ class LivingRAG:
             prompt_tokens=0,
             completion_tokens=0,
             cost_usd=0.0,
-            latency_ms=lat,
+            latency_ms=sw.ms,
             query_log_id=log_id,
             retrieval=result,
             match=match,
@@ -613,5 +616,11 @@ def _preset_of(corpus: CorpusInfo) -> str | None:
     return (corpus.settings or {}).get("retrieval_preset")
 
 
-def _ms(t: float) -> float:
-    return (time.perf_counter() - t) * 1000.0
+def _experience_for_prompt(match: MatchResult | None, m: Mode) -> tuple[tuple[Finding, ...], ScaffoldChoice | None]:
+    """The findings and the scaffold the prompt states (none unless ``m`` uses the scaffold); a
+    scaffold that is also a finding is stated with its names as the finding, not again as a pattern."""
+    findings = match.findings if (match is not None and m.scaffold) else ()
+    scaffold = match.scaffold if (match is not None and m.scaffold) else None
+    if scaffold is not None and scaffold.experience_id in {f.experience_id for f in findings}:
+        scaffold = None
+    return findings, scaffold

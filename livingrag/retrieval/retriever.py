@@ -36,6 +36,7 @@ from livingrag.models.threads import limit_blas_threads, set_torch_threads
 from livingrag.retrieval.core import rank_passages
 from livingrag.retrieval.graph import CorpusGraph
 from livingrag.retrieval.linking import (
+    Link,
     base_activation,
     exact_links,
     gazetteer_mentions,
@@ -159,11 +160,7 @@ class Retriever:
             # the question and its template together (a second pass costs a whole one on a CPU)
             g = graph or self.graph()
             t_link = time.perf_counter()
-            spans = (
-                gazetteer_mentions(question, g.key_to_entity, normalize_entity)
-                if self.params.question_gazetteer
-                else []
-            )
+            spans = self._gazetteer_spans(question, g)
             if spans or mode == "never":
                 known = merge_mentions(question, [], spans, g.key_to_entity, normalize_entity)
                 template_text = template(question, tuple(known))
@@ -177,59 +174,25 @@ class Retriever:
         fut_dense = self._pool.submit(self._timed_dense, fut, g)
         if template is None or mode == "always":
             t_link = time.perf_counter()
-            spans = (
-                gazetteer_mentions(question, g.key_to_entity, normalize_entity)
-                if self.params.question_gazetteer
-                else []
-            )
+            spans = self._gazetteer_spans(question, g)
             link_ms = (time.perf_counter() - t_link) * 1000
-        ner_mentions: list[str] = []
-        ner_ms = 0.0
-        if mode == "always" or (mode == "fallback" and not spans):
-            t_ner = time.perf_counter()
-            ner_mentions = self.extractor.extract_question(question)
-            ner_ms = (time.perf_counter() - t_ner) * 1000
+        ner_mentions, ner_ms = self._question_ner(question, spans)
         t_link = time.perf_counter()
         mentions = merge_mentions(question, ner_mentions, spans, g.key_to_entity, normalize_entity)
         keys = [normalize_entity(m) for m in mentions]
         links = exact_links(mentions, keys, g.key_to_entity)
         link_ms += (time.perf_counter() - t_link) * 1000
-        missing = [i for i, link in enumerate(links) if link is None]
         q_vecs, embed_ms = fut.result()
         dense, dense_ms = fut_dense.result()
-        mention_ms = 0.0
-        if missing:
-            t_m = time.perf_counter()
-            m_vecs = self._pool.submit(self._timed_encode, [keys[i] for i in missing]).result()[0]
-            mention_ms = (time.perf_counter() - t_m) * 1000
-            t_link = time.perf_counter()
-            found = nearest_links(
-                [mentions[i] for i in missing],
-                [keys[i] for i in missing],
-                m_vecs,
-                g.entity_embeddings,
-                min_score=self.params.min_link_score,
-            )
-            for i, link in zip(missing, found, strict=True):
-                links[i] = link
-            link_ms += (time.perf_counter() - t_link) * 1000
-        seeds = tuple(
-            SeedEntity(
-                mention=link.mention,
-                entity_id=int(g.entity_ids[link.entity]),
-                name=g.entity_names[link.entity],
-                score=float(link.score),
-            )
-            for link in links
-            if link is not None
-        )
+        mention_ms, nearest_ms = self._link_by_embedding(mentions, keys, links, g)
+        seeds = _seeds(links, g)
         base = {int(g.entity_ids[e]): float(w) for e, w in base_activation(links).items()}
         timings = {
             "ner": ner_ms,
             "embed": embed_ms,
             "dense": dense_ms,
             "mention_embed": mention_ms,
-            "link": link_ms,
+            "link": link_ms + nearest_ms,
             "encode": (time.perf_counter() - t0) * 1000,
         }
         return QueryEncoding(
@@ -244,6 +207,46 @@ class Retriever:
             template_text=template_text,
             template_embedding=q_vecs[1] if template_text is not None else None,
         )
+
+    def _gazetteer_spans(self, question: str, g: CorpusGraph) -> list[str]:
+        """The question's exact entity-name spans (none when ``question_gazetteer`` is off)."""
+        if not self.params.question_gazetteer:
+            return []
+        return gazetteer_mentions(question, g.key_to_entity, normalize_entity)
+
+    def _question_ner(self, question: str, spans: list[str]) -> tuple[list[str], float]:
+        """The extractor's mentions of the question and their milliseconds, when ``question_ner`` asks for
+        them ("always", or "fallback" with no gazetteer ``spans``); else none and 0."""
+        mode = self.params.question_ner
+        if not (mode == "always" or (mode == "fallback" and not spans)):
+            return [], 0.0
+        t_ner = time.perf_counter()
+        ner_mentions = self.extractor.extract_question(question)
+        return ner_mentions, (time.perf_counter() - t_ner) * 1000
+
+    def _link_by_embedding(
+        self, mentions: list[str], keys: list[str], links: list[Link | None], g: CorpusGraph
+    ) -> tuple[float, float]:
+        """Fill in, in place, the ``links`` that no exact name match found, by the nearest entity embedding
+        of the mention (at least ``min_link_score``); returns the milliseconds of embedding the mentions
+        and of linking them (both 0 when every mention matched a name)."""
+        missing = [i for i, link in enumerate(links) if link is None]
+        if not missing:
+            return 0.0, 0.0
+        t_m = time.perf_counter()
+        m_vecs = self._pool.submit(self._timed_encode, [keys[i] for i in missing]).result()[0]
+        mention_ms = (time.perf_counter() - t_m) * 1000
+        t_link = time.perf_counter()
+        found = nearest_links(
+            [mentions[i] for i in missing],
+            [keys[i] for i in missing],
+            m_vecs,
+            g.entity_embeddings,
+            min_score=self.params.min_link_score,
+        )
+        for i, link in zip(missing, found, strict=True):
+            links[i] = link
+        return mention_ms, (time.perf_counter() - t_link) * 1000
 
     @staticmethod
     def _timed_dense(fut: Future[tuple[np.ndarray, float]], g: CorpusGraph) -> tuple[np.ndarray, float]:
@@ -381,3 +384,17 @@ def entity_rows(activation: Mapping[int, float], g: CorpusGraph) -> dict[int, fl
 
 
 __all__ = ["Retriever"]
+
+
+def _seeds(links: list[Link | None], g: CorpusGraph) -> tuple[SeedEntity, ...]:
+    """The seed entities of the found ``links``: mention, entity id and name, link score."""
+    return tuple(
+        SeedEntity(
+            mention=link.mention,
+            entity_id=int(g.entity_ids[link.entity]),
+            name=g.entity_names[link.entity],
+            score=float(link.score),
+        )
+        for link in links
+        if link is not None
+    )
