@@ -29,7 +29,8 @@ def softmax_weights(scores: np.ndarray, tau_s: float) -> np.ndarray:
         return s
     z = (s - s.max()) / tau_s
     e = np.exp(z)
-    return e / e.sum()
+    weights: np.ndarray = e / e.sum()
+    return weights
 
 
 def fusion_weights(scores: np.ndarray, confidences: np.ndarray, tau_s: float) -> np.ndarray:

@@ -80,7 +80,7 @@ class CorpusGraph:
         for v in vars(self).values():
             if isinstance(v, np.ndarray):
                 total += v.nbytes
-            elif sp.issparse(v):
+            elif isinstance(v, sp.csr_matrix | sp.csr_array):
                 total += v.data.nbytes + v.indices.nbytes + v.indptr.nbytes
         return total
 
