@@ -8,6 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from livingrag.db.repositories.rows import rowcount
 from livingrag.db.repositories.tenants import validate_name
 from livingrag.errors import AlreadyExists, NotFound
 from livingrag.types import CorpusInfo
@@ -108,5 +109,5 @@ def current_version(session: Session, corpus_id: int) -> int:
 
 def delete_corpus(session: Session, corpus_id: int) -> None:
     res = session.execute(text("DELETE FROM corpora WHERE id = :i"), {"i": corpus_id})
-    if res.rowcount == 0:
+    if rowcount(res) == 0:
         raise NotFound(f"no corpus with id {corpus_id}")
