@@ -112,7 +112,7 @@ class Retriever:
         embedder = embedder_from_settings(settings.models, corpus.embedding_model, queries=True)
         preset = preset_for(settings.retrieval, corpus.settings.get("retrieval_preset"))
         retrieval = settings.retrieval.model_copy(update={"preset": preset})
-        params = resolve_params(retrieval, **overrides)  # type: ignore[arg-type]
+        params = resolve_params(retrieval, **overrides)
         return cls(db, tenant_id, corpus, extractor=extractor, embedder=embedder, params=params)
 
     def close(self) -> None:
