@@ -626,14 +626,14 @@ def render_markdown(results: dict[str, Any]) -> str:
             ]
         ]
         if row in paper.TABLE3:
-            q, pl, pv, cl, cv, kl, kv = paper.TABLE3[row]
+            q, pl, pv3, cl, cv, kl, kv = paper.TABLE3[row]
             rows.append(
                 [
                     f"**paper** ({row})",
                     f"{q:,}",
                     _paper(pl, 1),
-                    _paper(pv, 1),
-                    _rel(relative_delta(pv, pl)),
+                    _paper(pv3, 1),
+                    _rel(relative_delta(pv3, pl)),
                     _paper(cl, 1),
                     _paper(cv, 1),
                     _rel(relative_delta(cv, cl)),
@@ -760,14 +760,14 @@ def render_markdown(results: dict[str, Any]) -> str:
         col = {"2Wiki": 0, "MuSiQue-full": 1, "WixQA": 2}.get(row or "")
         rows = []
         for a in abl:
-            pv = paper.TABLE5.get(a["system"])
+            pv5 = paper.TABLE5.get(a["system"])
             rows.append(
                 [
                     system_label(a["system"]),
                     _pct(a["acc"]),
                     _pct(a["completion_reduction"], 1),
-                    _paper(pv[col]) if pv and col is not None else DASH,
-                    _paper(pv[3], 1) if pv else DASH,
+                    _paper(pv5[col]) if pv5 and col is not None else DASH,
+                    _paper(pv5[3], 1) if pv5 else DASH,
                 ]
             )
         add(
@@ -932,7 +932,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                 f"{gt[0]:.2f}±{gt[1]:.2f}" if gt else DASH,
                 f"{tr[0]:.2f}±{tr[1]:.2f}" if tr else DASH,
             ]
-        )  # type: ignore[index]
+        )
     add(
         _table(
             ["Setting", "Cont.-Acc (%)", "LLM-Acc (%)", "Completion tokens", "Graph trans. (%)", "Template reuse (%)"],
