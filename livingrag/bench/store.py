@@ -31,13 +31,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from livingrag.bench.stats import percentile
 from livingrag.config import DBSettings, Settings
 from livingrag.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
+    from livingrag.experience.store import ExperienceStore
 
 log = logging.getLogger(__name__)
 NAN = float("nan")  # a figure with no sample
@@ -210,6 +214,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     """Create a scratch database, load, measure, drop it (unless ``cfg.keep``); returns the report.
     With ``cfg.database`` it measures that kept database instead (its data regenerated from the
     seed, which must be the one it was loaded with) and never drops it."""
+    from pydantic import SecretStr
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -231,7 +236,9 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
         if not reuse:
             c.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
-    db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
+    db_settings = DBSettings(
+        url=SecretStr(url), data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16
+    )
     db = Database(db_settings, check_schema=False)
     report: dict[str, Any] = {"experiences": cfg.experiences, "tenants": cfg.tenants, "database": name}
     try:
@@ -260,7 +267,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     return report
 
 
-def _build_scope_indexes(db: Any, progress: Callable[[str], None]) -> dict[str, Any]:
+def _build_scope_indexes(db: Database, progress: Callable[[str], None]) -> dict[str, Any]:
     """The scope indexes an operator builds with ``livingrag admin index-scopes`` (every scope here:
     the smallest holds thousands of experiences); nothing to do on a kept store that has them."""
     from livingrag.experience.scope_indexing import index_scopes
@@ -270,7 +277,7 @@ def _build_scope_indexes(db: Any, progress: Callable[[str], None]) -> dict[str, 
     return {"scope_index_build_s": round(time.perf_counter() - t0, 1)} if done.built else {}
 
 
-def _scope_index_count(db: Any) -> int:
+def _scope_index_count(db: Database) -> int:
     from livingrag.db.repositories.scope_indexes import list_scope_indexes
 
     with db.owner_session() as s:
@@ -321,7 +328,7 @@ def _collect(synth: Synth, rows: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _regenerate(db: Any, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+def _regenerate(db: Database, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """The scopes and synthetic data of a kept benchmark database (checked against its row count)."""
     from sqlalchemy import text
 
@@ -342,7 +349,7 @@ def _regenerate(db: Any, synth: Synth) -> tuple[list[tuple[int, int]], list[dict
     return scopes, _collect(synth, _chunks(synth))
 
 
-def _reopen(db: Any, db_settings: DBSettings) -> Any:
+def _reopen(db: Database, db_settings: DBSettings) -> Database:
     from livingrag.db.engine import Database
 
     db.dispose()
@@ -350,7 +357,7 @@ def _reopen(db: Any, db_settings: DBSettings) -> Any:
 
 
 def _load(
-    db: Any, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
+    db: Database, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
 ) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """Tenants, corpora, COPY of experiences, entity rows, then the indexes."""
     from sqlalchemy import text
@@ -368,6 +375,7 @@ def _load(
     raw = db.owner_engine.raw_connection()
     try:
         conn = raw.driver_connection
+        assert conn is not None  # a checked-out pool record always holds its psycopg connection
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('experiences', 'experience_entities')"
@@ -438,7 +446,7 @@ def _load(
     return scopes, data
 
 
-def _bench_store(db: Any, settings: Settings, **gates: Any) -> Any:
+def _bench_store(db: Database, settings: Settings, **gates: Any) -> ExperienceStore:
     from livingrag.experience.store import ExperienceStore
 
     s = settings.model_copy(
@@ -458,7 +466,7 @@ class _ServerCPU:
     from the OS: with the client's own CPU time it measures a match's work independently of how
     busy a shared machine is. Unavailable for a remote server."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Database) -> None:
         import psutil
         from sqlalchemy import text
 
@@ -500,7 +508,7 @@ class _NoEncoder:
 
 
 def _measure_match(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],
@@ -525,7 +533,7 @@ def _one_blas_thread() -> Any:
 
 
 def _match_loop(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],
@@ -551,7 +559,7 @@ def _match_loop(
     if cfg.query_seed is not None:  # queries of another stream (the store stays the seed's)
         synth.rng = np.random.default_rng([cfg.seed, cfg.query_seed])
     warm = cfg.warmup
-    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + warm) % synth.tenants)]
+    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + warm) % synth.tenants).tolist()]
     total, pre, res, agree, cands = [], [], [], [], []
     tops: list[list[int]] = []
     server = _ServerCPU(db)
@@ -616,7 +624,7 @@ def _match_loop(
 
 
 def _measure_writes(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],
