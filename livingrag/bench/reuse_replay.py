@@ -299,7 +299,7 @@ def run_reuse_bench(
     with progress:
         for o, order in enumerate(order_lists):
             rec: dict[str, dict[int, list[float | None]]] = {x: {k: [] for k in KS} for x in names + bounds}
-            counts = {
+            counts: dict[str, Any] = {  # int tallies, and one dict of tallies per findings floor
                 "related_exists": 0,
                 "related_matched": 0,
                 "related_used_no_floor": 0,
