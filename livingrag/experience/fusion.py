@@ -65,7 +65,7 @@ def normalize_to_base(raw: SparseVector, base: SparseVector) -> dict[int, float]
 def fuse(
     base: SparseVector,
     maps: Sequence[SparseVector],
-    weights: Sequence[float],
+    weights: Sequence[float] | np.ndarray,
     beta: float,
     top_h: int | None = None,
 ) -> dict[int, float]:
