@@ -41,8 +41,12 @@ _TEMPLATE: dict[str, str] = {"linearrag": "qa_linearrag", "short": "qa_short"}
 
 
 class PassageLike(Protocol):
-    title: str
-    text: str
+    # read-only, so frozen dataclasses (RetrievedPassage) match too
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True)
