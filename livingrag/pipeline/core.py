@@ -252,7 +252,8 @@ class LivingRAG:
             lat["match"] = _ms(t)
         fuse = match is not None and m.fusion and match.fusion_applied
         t = time.perf_counter()
-        result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
+        start = match.start_activation if (fuse and match is not None) else None
+        result = r.retrieve(enc, start_activation=start, top_k=top_k)
         lat["retrieve"] = _ms(t)
 
         if match is not None and match.top and self.settings.experience.answer_reuse:
