@@ -13,4 +13,5 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 fi
 "$VENV/bin/ruff" check livingrag tests scripts
 "$VENV/bin/ruff" format --check livingrag tests scripts
+"$VENV/bin/mypy"  # reads [tool.mypy] in pyproject.toml
 exec "$VENV/bin/python" -m pytest "$@"
