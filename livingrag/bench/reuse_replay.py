@@ -249,7 +249,7 @@ def run_reuse_bench(
     n = len(qs)
     preset_name = resolve_preset(dataset_name, preset)
     settings = settings.model_copy(deep=True)
-    settings.retrieval.preset = preset_name  # type: ignore[assignment]
+    settings.retrieval.preset = preset_name  # type: ignore[assignment]  # a str; pydantic validates it (validate_assignment)
     e = settings.experience
     variants = list(variants) if variants is not None else default_variants(e.fusion_floor, gammas)
     findings_k = e.findings_k or 2
