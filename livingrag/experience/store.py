@@ -47,6 +47,7 @@ from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import mask
 from livingrag.experience.types import (
     ClaimVerdict,
+    Decision,
     ExperienceCandidate,
     Finding,
     MatchedExperience,
@@ -578,7 +579,7 @@ class ExperienceStore:
     def _decide(
         self,
         c: _Checked,
-        decision: str,
+        decision: Decision,
         ns: float | None,
         gs: float | None,
         resolved: ResolvedVerifier,
@@ -597,7 +598,7 @@ class ExperienceStore:
                 log_id = self._log(s, c, decision, ns, gs, resolved, details, timings, None, reason)
         except Exception as exc:  # the database may be what failed; the result still says so
             log.warning("could not log the %s decision for %r: %s", decision, c.query[:80], exc)
-        return WriteBackResult(decision, ns, gs, resolved.name, None, log_id, reason, verdicts, timings)  # type: ignore[arg-type]
+        return WriteBackResult(decision, ns, gs, resolved.name, None, log_id, reason, verdicts, timings)
 
     def _log(
         self,
