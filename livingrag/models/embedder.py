@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from livingrag.models.spans import span_means
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+    from livingrag.config import ModelSettings
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +193,7 @@ def get_embedder(
     return Embedder(name, device=device, batch_size=batch_size)
 
 
-def embedder_from_settings(models: Any, name: str | None = None, *, queries: bool = False) -> SentenceEncoder:
+def embedder_from_settings(models: ModelSettings, name: str | None = None, *, queries: bool = False) -> SentenceEncoder:
     """:func:`get_embedder` for a :class:`~livingrag.config.ModelSettings` (``name``: a corpus's
     model instead of ``models.embedding_model``); ``queries``: the encoder of questions and their
     templates, int8 when ``models.query_embedding`` says so (passages are always float32)."""
