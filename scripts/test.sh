@@ -15,4 +15,5 @@ fi
 "$VENV/bin/ruff" format --check livingrag tests scripts
 # The package layers ([tool.importlinter] in pyproject.toml): an upward import fails here.
 "$VENV/bin/lint-imports" --no-cache --no-logo
+"$VENV/bin/mypy"  # reads [tool.mypy] in pyproject.toml
 exec "$VENV/bin/python" -m pytest "$@"

@@ -54,7 +54,8 @@ class Services:
 
 
 def services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    svc: Services = request.app.state.services
+    return svc
 
 
 bearer = HTTPBearer(auto_error=False, description="A tenant's API key (or the admin key for /v1/tenants, /v1/admin).")

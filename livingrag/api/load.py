@@ -127,6 +127,7 @@ def run_load(
             while time.monotonic() < stop_at:
                 i += 1
                 sent = None
+                body: dict[str, object]
                 if add_every and (i + n) % add_every == 0:  # clients staggered
                     kind = "add"
                     sent = f"{tag} passage {n}-{i}: Village {n}{i} lies on the river Ostra in the county of Vell."

@@ -249,7 +249,7 @@ def run_reuse_bench(
     n = len(qs)
     preset_name = resolve_preset(dataset_name, preset)
     settings = settings.model_copy(deep=True)
-    settings.retrieval.preset = preset_name  # type: ignore[assignment]
+    settings.retrieval.preset = preset_name  # type: ignore[assignment]  # a str; pydantic validates it (validate_assignment)
     e = settings.experience
     variants = list(variants) if variants is not None else default_variants(e.fusion_floor, gammas)
     findings_k = e.findings_k or 2
@@ -299,7 +299,7 @@ def run_reuse_bench(
     with progress:
         for o, order in enumerate(order_lists):
             rec: dict[str, dict[int, list[float | None]]] = {x: {k: [] for k in KS} for x in names + bounds}
-            counts = {
+            counts: dict[str, Any] = {  # int tallies, and one dict of tallies per findings floor
                 "related_exists": 0,
                 "related_matched": 0,
                 "related_used_no_floor": 0,

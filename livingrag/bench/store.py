@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,10 @@ from livingrag.bench.stats import percentile
 from livingrag.bench.tenant_figures import format_tenant_figures, tenant_counts, tenant_figures
 from livingrag.config import DBSettings, Settings
 from livingrag.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
+    from livingrag.experience.store import ExperienceStore
 
 log = logging.getLogger(__name__)
 NAN = float("nan")  # a figure with no sample
@@ -216,6 +220,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     """Create a scratch database, load, measure, drop it (unless ``cfg.keep``); returns the report.
     With ``cfg.database`` it measures that kept database instead (its data regenerated from the
     seed, which must be the one it was loaded with) and never drops it."""
+    from pydantic import SecretStr
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -248,7 +253,9 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
             c.execute(text(f'CREATE DATABASE "{name}"'))
             c.execute(text(f"COMMENT ON DATABASE \"{name}\" IS '{_skew_mark(cfg)}'"))
     url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
-    db_settings = DBSettings(url=url, data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16)
+    db_settings = DBSettings(
+        url=SecretStr(url), data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16
+    )
     db = Database(db_settings)
     report: dict[str, Any] = {
         "experiences": cfg.experiences,
@@ -321,7 +328,7 @@ def _build_scope_indexes(db: Any, progress: Callable[[str], None]) -> dict[str, 
     return {"scope_index_build_s": round(time.perf_counter() - t0, 1)} if done.built else {}
 
 
-def _scope_index_count(db: Any) -> int:
+def _scope_index_count(db: Database) -> int:
     from livingrag.db.repositories.scope_indexes import list_scope_indexes
 
     with db.owner_session() as s:
@@ -372,7 +379,7 @@ def _collect(synth: Synth, rows: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _regenerate(db: Any, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+def _regenerate(db: Database, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """The scopes and synthetic data of a kept benchmark database (checked against its row count)."""
     from sqlalchemy import text
 
@@ -393,7 +400,7 @@ def _regenerate(db: Any, synth: Synth) -> tuple[list[tuple[int, int]], list[dict
     return scopes, _collect(synth, _chunks(synth))
 
 
-def _reopen(db: Any, db_settings: DBSettings) -> Any:
+def _reopen(db: Database, db_settings: DBSettings) -> Database:
     from livingrag.db.engine import Database
 
     db.dispose()
@@ -401,7 +408,7 @@ def _reopen(db: Any, db_settings: DBSettings) -> Any:
 
 
 def _load(
-    db: Any, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
+    db: Database, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
 ) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """Tenants, corpora, COPY of experiences, entity rows, then the indexes."""
     from sqlalchemy import text
@@ -419,6 +426,7 @@ def _load(
     raw = db.owner_engine.raw_connection()
     try:
         conn = raw.driver_connection
+        assert conn is not None  # a checked-out pool record always holds its psycopg connection
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('experiences', 'experience_entities')"
@@ -489,7 +497,7 @@ def _load(
     return scopes, data
 
 
-def _bench_store(db: Any, settings: Settings, **gates: Any) -> Any:
+def _bench_store(db: Database, settings: Settings, **gates: Any) -> ExperienceStore:
     from livingrag.experience.store import ExperienceStore
 
     s = settings.model_copy(
@@ -509,7 +517,7 @@ class _ServerCPU:
     from the OS: with the client's own CPU time it measures a match's work independently of how
     busy a shared machine is. Unavailable for a remote server."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Database) -> None:
         import psutil
         from sqlalchemy import text
 
@@ -551,7 +559,7 @@ class _NoEncoder:
 
 
 def _measure_match(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],
@@ -576,7 +584,7 @@ def _one_blas_thread() -> Any:
 
 
 def _match_loop(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],
@@ -602,7 +610,7 @@ def _match_loop(
     if cfg.query_seed is not None:  # queries of another stream (the store stays the seed's)
         synth.rng = np.random.default_rng([cfg.seed, cfg.query_seed])
     warm = cfg.warmup
-    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + warm) % synth.tenants)]
+    queries = [(t, *synth.query(t)) for t in (np.arange(cfg.queries + warm) % synth.tenants).tolist()]
     total, pre, res, agree, cands = [], [], [], [], []
     tops: list[list[int]] = []
     server = _ServerCPU(db)
@@ -670,7 +678,7 @@ def _match_loop(
 
 
 def _measure_writes(
-    db: Any,
+    db: Database,
     settings: Settings,
     synth: Synth,
     scopes: list[tuple[int, int]],

@@ -272,7 +272,7 @@ def pipeline(
             data,
             tenant=tenant,
             limit=limit,
-            llm=llm,  # type: ignore[arg-type]
+            llm=llm,  # type: ignore[arg-type]  # a str checked against the two Literal values above
             keep_store=keep_store,
             progress=progress,
             log=None if quiet else (lambda msg: err_console.print(f"[dim]{msg}[/dim]")),

@@ -6,11 +6,14 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from livingrag.config import Settings, get_settings
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -62,7 +65,7 @@ def tenant_option() -> Any:
     return typer.Option("default", "--tenant", envvar="LIVINGRAG_TENANT", help=TENANT_HELP, show_default=True)
 
 
-def resolve_tenant(db: Any, name: str) -> int:
+def resolve_tenant(db: Database, name: str) -> int:
     """The tenant's id; the tenant named 'default' is created (once) when missing."""
     from livingrag.corpus.service import DEFAULT_TENANT, ensure_tenant
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -196,17 +197,17 @@ def _print_summary(out: Path) -> None:
 
     results = json.loads((out / "results.json").read_text())
     tables = results.get("tables", {})
-    by_system: dict[str, dict[str, object]] = {}
+    by_system: dict[str, dict[str, Any]] = {}  # rows of results.json
     for key in ("accuracy", "retrieval", "tokens"):
         for row in tables.get(key, []):
             by_system.setdefault(str(row["system"]), {}).update(row)
     table = Table("system", "Contain-Acc", "LLM-Acc", "Recall@2", "Recall@5", "prompt tok/q", "completion tok/q")
 
-    def pct(v: object) -> str:
-        return "-" if v is None else f"{100 * float(v):.2f}"  # type: ignore[arg-type]
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * float(v):.2f}"
 
-    def num(v: object) -> str:
-        return "-" if v is None else f"{float(v):.1f}"  # type: ignore[arg-type]
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{float(v):.1f}"
 
     for name, r in by_system.items():
         table.add_row(

@@ -41,7 +41,7 @@ def retrieve(
 
     settings = load_settings()
     if preset is not None:
-        settings.retrieval.preset = preset  # type: ignore[assignment]
+        settings.retrieval.preset = preset  # type: ignore[assignment]  # a str; pydantic validates it (validate_assignment)
     with open_database(settings) as db:
         tid = resolve_tenant(db, tenant)
         info = service.get_corpus(db, tid, int(corpus) if corpus.isdigit() else corpus)

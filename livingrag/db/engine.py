@@ -215,6 +215,7 @@ class Database:
                     raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
             try:
                 conn = record.driver_connection
+                assert conn is not None  # a checked-out pool record always holds its psycopg connection
                 try:
                     with conn.pipeline():
                         if scope_sql is not None:

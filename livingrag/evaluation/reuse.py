@@ -124,7 +124,7 @@ def overlap_matrix(sets: Sequence[Collection[Hashable]]) -> np.ndarray:
 
 def _any_earlier(mask: np.ndarray) -> np.ndarray:
     """Row i: is ``mask[i, j]`` true for some j < i (strictly lower triangle)."""
-    return np.tril(mask, k=-1).any(axis=1)
+    return np.asarray(np.tril(mask, k=-1).any(axis=1))  # any(axis=...) is typed bool | array
 
 
 def _runs(records: Sequence[QueryRecord]) -> list[QueryRecord]:

@@ -29,7 +29,8 @@ def softmax_weights(scores: np.ndarray, tau_s: float) -> np.ndarray:
         return s
     z = (s - s.max()) / tau_s
     e = np.exp(z)
-    return e / e.sum()
+    weights: np.ndarray = e / e.sum()
+    return weights
 
 
 def fusion_weights(scores: np.ndarray, confidences: np.ndarray, tau_s: float) -> np.ndarray:
@@ -64,7 +65,7 @@ def normalize_to_base(raw: SparseVector, base: SparseVector) -> dict[int, float]
 def fuse(
     base: SparseVector,
     maps: Sequence[SparseVector],
-    weights: Sequence[float],
+    weights: Sequence[float] | np.ndarray,
     beta: float,
     top_h: int | None = None,
 ) -> dict[int, float]:

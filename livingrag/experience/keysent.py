@@ -85,4 +85,5 @@ def parse_summary(summary: str) -> tuple[str, str, str]:
                 break
         else:
             parts["reasoning"].append(line)
-    return tuple(" ".join(parts[k]).strip() for k in ("question", "reasoning", "answer"))  # type: ignore[return-value]
+    question, reasoning, answer = (" ".join(parts[k]).strip() for k in ("question", "reasoning", "answer"))
+    return question, reasoning, answer

@@ -12,10 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livingrag.db.repositories import scope_indexes as repo
 from livingrag.experience.scope_index_plan import ScopeIndexPlan, plan_scope_indexes
+
+if TYPE_CHECKING:
+    from livingrag.db.engine import Database
 
 DEFAULT_MIN_EXPERIENCES = 5000
 DEFAULT_BUILD_MEMORY = "1GB"
@@ -52,7 +55,7 @@ class ScopeIndexReport:
 
 
 def index_scopes(
-    db: Any,
+    db: Database,
     *,
     tenant_id: int | None = None,
     corpus_id: int | None = None,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from livingrag.errors import InvalidInput
 
 
-def validate_activation(activation: Mapping[object, object], what: str = "activation") -> dict[int, float]:
+def validate_activation(activation: Mapping[Any, object], what: str = "activation") -> dict[int, float]:
     """An activation map as ``{int entity id: float weight}``; raises :class:`InvalidInput` naming
-    the first malformed entry (non-integer id, non-finite or negative weight)."""
+    the first malformed entry (non-integer id, non-finite or negative weight). The keys are typed
+    ``Any`` (Mapping is invariant in its key type) because this is where unchecked ones are checked."""
     if not isinstance(activation, Mapping):
         raise InvalidInput(f"{what} must be a mapping of entity id to weight, got {type(activation).__name__}")
     out: dict[int, float] = {}
@@ -24,7 +26,7 @@ def validate_activation(activation: Mapping[object, object], what: str = "activa
         try:
             if isinstance(k, bool):
                 raise ValueError
-            ent = int(k)  # type: ignore[call-overload]
+            ent = int(k)
             if isinstance(k, float) and k != ent:
                 raise ValueError
         except (TypeError, ValueError):

@@ -47,6 +47,7 @@ from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import mask
 from livingrag.experience.types import (
     ClaimVerdict,
+    Decision,
     ExperienceCandidate,
     Finding,
     MatchedExperience,
@@ -567,7 +568,7 @@ class ExperienceStore:
             while len(self._templates) > self.exp.template_cache_size:
                 self._templates.popitem(last=False)
 
-    def _decide(self, g: _Gated, decision: str, *, reason: str | None = None) -> WriteBackResult:
+    def _decide(self, g: _Gated, decision: Decision, *, reason: str | None = None) -> WriteBackResult:
         """Log a decision that stores nothing, in its own transaction."""
         c = g.c
         g.timings["total_ms"] = _ms(g.t0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 Message = dict[str, str]
 """A chat message: {"role": "system" | "user" | "assistant", "content": ...}."""
@@ -66,3 +66,24 @@ class LLM(Protocol):
     ) -> Completion:
         """Generate a reply; raises :class:`livingrag.errors.LLMError` subclasses on failure."""
         ...
+
+
+class GrammarLLM(LLM, Protocol):
+    """An :class:`LLM` whose ``supports_grammar`` is true: :meth:`complete` also takes ``grammar=``."""
+
+    supports_grammar: bool
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+        grammar: str | None = None,
+    ) -> Completion: ...
+
+
+def takes_grammar(llm: LLM) -> TypeGuard[GrammarLLM]:
+    """Whether ``llm`` declares ``supports_grammar`` (and so accepts ``grammar=``)."""
+    return bool(getattr(llm, "supports_grammar", False))

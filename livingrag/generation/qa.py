@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from livingrag.config import LLMSettings
 from livingrag.generation.answer import ParsedAnswer, parse_answer
-from livingrag.generation.llm import LLM, Completion, Message
+from livingrag.generation.llm import LLM, Completion, Message, takes_grammar
 from livingrag.generation.prompts import get_prompt
 
 __all__ = [
@@ -41,8 +41,12 @@ _TEMPLATE: dict[str, str] = {"linearrag": "qa_linearrag", "short": "qa_short"}
 
 
 class PassageLike(Protocol):
-    title: str
-    text: str
+    # read-only, so frozen dataclasses (RetrievedPassage) match too
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -161,8 +165,8 @@ def generate_answer(llm: LLM, prompt: QAPrompt, *, max_tokens: int | None = None
     A provider that declares ``supports_grammar`` (the local model) also gets the template's output
     grammar, so that a small model cannot stray from the format; servers get the prompt alone.
     """
-    if prompt.grammar and getattr(llm, "supports_grammar", False):
-        completion = llm.complete(prompt.messages, max_tokens=max_tokens, grammar=prompt.grammar)  # type: ignore[call-arg]
+    if prompt.grammar and takes_grammar(llm):
+        completion = llm.complete(prompt.messages, max_tokens=max_tokens, grammar=prompt.grammar)
     else:
         completion = llm.complete(prompt.messages, max_tokens=max_tokens)
     parsed = parse_answer(completion.text)

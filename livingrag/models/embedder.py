@@ -8,13 +8,18 @@ import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 import livingrag.models  # noqa: F401  (offline defaults)
 from livingrag.errors import ModelUnavailable
 from livingrag.models.spans import span_means
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from livingrag.config import ModelSettings
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +85,10 @@ class Embedder:
             ) from exc
         self._model.eval()
         getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(getter())
+        dim = getter()
+        if dim is None:
+            raise ModelUnavailable(f"embedding model {name!r} does not report its embedding dimension")
+        self.dim = int(dim)
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
@@ -122,7 +130,9 @@ class Embedder:
         tok = self._model.tokenizer
         max_len = self._model.max_seq_length
         with self._lock, torch.inference_mode():
-            feats = self._model.encode(
+            # A list of texts is also a sentence-transformers SingleInput (a chat's messages), so its
+            # overloads pick the one-input case (dict[str, Tensor]); a list of texts gives a list.
+            feats: list[dict[str, Tensor]] = self._model.encode(  # type: ignore[assignment]
                 list(texts), batch_size=bs, output_value=None, normalize_embeddings=True, show_progress_bar=False
             )
             for i, (text, f) in enumerate(zip(texts, feats, strict=True)):
@@ -183,7 +193,7 @@ def get_embedder(
     return Embedder(name, device=device, batch_size=batch_size)
 
 
-def embedder_from_settings(models: Any, name: str | None = None, *, queries: bool = False) -> SentenceEncoder:
+def embedder_from_settings(models: ModelSettings, name: str | None = None, *, queries: bool = False) -> SentenceEncoder:
     """:func:`get_embedder` for a :class:`~livingrag.config.ModelSettings` (``name``: a corpus's
     model instead of ``models.embedding_model``); ``queries``: the encoder of questions and their
     templates, int8 when ``models.query_embedding`` says so (passages are always float32)."""

@@ -274,7 +274,9 @@ class LivingRAG:
                 match = self.store.match(tenant_id, info.id, enc, activation_threshold=r.params.delta)
         fuse = match is not None and m.fusion and match.fusion_applied
         with sw.step("retrieve"):
-            result = r.retrieve(enc, start_activation=match.start_activation if fuse else None, top_k=top_k)
+            result = r.retrieve(
+                enc, start_activation=match.start_activation if (fuse and match is not None) else None, top_k=top_k
+            )
 
         if match is not None and match.top and self.settings.experience.answer_reuse:
             with sw.step("reuse"):

@@ -8,6 +8,7 @@ never blocks on the verifier. ``flush()`` waits until everything submitted so fa
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
@@ -19,7 +20,15 @@ from typing import Generic, TypeVar
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_STOP = object()
+
+
+class _Stop(enum.Enum):
+    """The sentinel that stops a worker thread (an enum member, so ``is _STOP`` narrows the type)."""
+
+    STOP = "stop"
+
+
+_STOP = _Stop.STOP
 
 
 class WritebackWorker(Generic[T]):
@@ -40,7 +49,7 @@ class WritebackWorker(Generic[T]):
         self._handler = handler
         self._on_drop = on_drop
         self._on_error = on_error
-        self._queues: list[queue.Queue[object]] = [queue.Queue(maxsize=maxsize) for _ in range(threads)]
+        self._queues: list[queue.Queue[T | _Stop]] = [queue.Queue(maxsize=maxsize) for _ in range(threads)]
         self._pending = 0
         self._cond = threading.Condition()
         self._closed = False
@@ -51,7 +60,7 @@ class WritebackWorker(Generic[T]):
         for t in self._threads:
             t.start()
 
-    def _slot(self, key: Hashable) -> queue.Queue[object]:
+    def _slot(self, key: Hashable) -> queue.Queue[T | _Stop]:
         h = zlib.crc32(repr(key).encode())
         return self._queues[h % len(self._queues)]
 
@@ -84,18 +93,18 @@ class WritebackWorker(Generic[T]):
             except Exception:
                 log.exception("on_drop callback failed")
 
-    def _run(self, q: queue.Queue[object]) -> None:
+    def _run(self, q: queue.Queue[T | _Stop]) -> None:
         while True:
             item = q.get()
             if item is _STOP:
                 return
             try:
-                self._handler(item)  # type: ignore[arg-type]
+                self._handler(item)
             except BaseException as exc:  # a failing write-back must never kill the worker
                 log.exception("write-back failed")
                 if self._on_error is not None:
                     try:
-                        self._on_error(item, exc)  # type: ignore[arg-type]
+                        self._on_error(item, exc)
                     except Exception:
                         log.exception("on_error callback failed")
             finally:

@@ -80,7 +80,7 @@ class CorpusGraph:
         for v in vars(self).values():
             if isinstance(v, np.ndarray):
                 total += v.nbytes
-            elif sp.issparse(v):
+            elif isinstance(v, sp.csr_matrix | sp.csr_array):
                 total += v.data.nbytes + v.indices.nbytes + v.indptr.nbytes
         return total
 
@@ -88,20 +88,20 @@ class CorpusGraph:
     def build(
         cls,
         *,
-        passage_ids: Sequence[int],
+        passage_ids: Sequence[int] | np.ndarray,
         passage_embeddings: np.ndarray,
-        entity_ids: Sequence[int],
+        entity_ids: Sequence[int] | np.ndarray,
         entity_keys: Sequence[str],
         entity_embeddings: np.ndarray,
-        sentence_ids: Sequence[int],
-        sentence_passages: Sequence[int],
+        sentence_ids: Sequence[int] | np.ndarray,
+        sentence_passages: Sequence[int] | np.ndarray,
         sentence_embeddings: np.ndarray,
-        entity_sentence_pairs: Sequence[tuple[int, int]],
-        passage_entity_mentions: Sequence[tuple[int, int, float]],
-        passage_links: Sequence[tuple[int, int, float]] = (),
+        entity_sentence_pairs: Sequence[tuple[int, int]] | np.ndarray,
+        passage_entity_mentions: Sequence[tuple[int, int, float]] | np.ndarray,
+        passage_links: Sequence[tuple[int, int, float]] | np.ndarray = (),
         passage_titles: Sequence[str] | None = None,
         passage_texts: Sequence[str] | None = None,
-        passage_lengths: Sequence[float] | None = None,
+        passage_lengths: Sequence[float] | np.ndarray | None = None,
         entity_names: Sequence[str] | None = None,
         corpus_id: int = 0,
         version: int = 0,
@@ -110,7 +110,8 @@ class CorpusGraph:
 
         ``entity_sentence_pairs`` are (entity row, sentence row); ``passage_entity_mentions`` are
         (passage row, entity row, mention count); ``passage_links`` are (passage row, passage row,
-        weight), undirected. Rows are used as given (callers order them).
+        weight), undirected. Rows are used as given (callers order them). Each sequence may be a
+        numpy array of the same shape (the database loader passes arrays).
         """
         n_p, n_e, n_s = len(passage_ids), len(entity_ids), len(sentence_ids)
         es = np.asarray(entity_sentence_pairs, dtype=np.int64).reshape(-1, 2)

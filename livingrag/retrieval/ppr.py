@@ -13,6 +13,7 @@ tol * d / (1 - d). Scores sum to 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -292,6 +293,7 @@ def _clean(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(r) | (r < 0), 0.0, r)
 
 
+_csr_matvec: Callable[..., None] | None
 try:  # y += A @ x without temporaries (SciPy's compiled CSR kernel)
     from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
 except ImportError:  # pragma: no cover

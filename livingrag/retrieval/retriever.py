@@ -113,7 +113,7 @@ class Retriever:
         embedder = embedder_from_settings(settings.models, corpus.embedding_model, queries=True)
         preset = preset_for(settings.retrieval, corpus.settings.get("retrieval_preset"))
         retrieval = settings.retrieval.model_copy(update={"preset": preset})
-        params = resolve_params(retrieval, **overrides)  # type: ignore[arg-type]
+        params = resolve_params(retrieval, **overrides)
         return cls(db, tenant_id, corpus, extractor=extractor, embedder=embedder, params=params)
 
     def close(self) -> None:
@@ -208,13 +208,13 @@ class Retriever:
             template_embedding=q_vecs[1] if template_text is not None else None,
         )
 
-    def _gazetteer_spans(self, question: str, g: CorpusGraph) -> list[str]:
+    def _gazetteer_spans(self, question: str, g: CorpusGraph) -> list[tuple[str, int, int]]:
         """The question's exact entity-name spans (none when ``question_gazetteer`` is off)."""
         if not self.params.question_gazetteer:
             return []
         return gazetteer_mentions(question, g.key_to_entity, normalize_entity)
 
-    def _question_ner(self, question: str, spans: list[str]) -> tuple[list[str], float]:
+    def _question_ner(self, question: str, spans: list[tuple[str, int, int]]) -> tuple[list[str], float]:
         """The extractor's mentions of the question and their milliseconds, when ``question_ner`` asks for
         them ("always", or "fallback" with no gazetteer ``spans``); else none and 0."""
         mode = self.params.question_ner

@@ -24,7 +24,8 @@ import scipy.sparse as sp
 
 def dense_scores(passage_embeddings: np.ndarray, question_embedding: np.ndarray) -> np.ndarray:
     """cos(q, p) for every passage (rows and question are unit vectors)."""
-    return passage_embeddings @ np.asarray(question_embedding, dtype=passage_embeddings.dtype)
+    scores: np.ndarray = passage_embeddings @ np.asarray(question_embedding, dtype=passage_embeddings.dtype)
+    return scores
 
 
 def min_max(x: np.ndarray) -> np.ndarray:
@@ -68,7 +69,8 @@ def passage_reset(
     dense: np.ndarray, bonus: np.ndarray, *, passage_ratio: float, passage_node_weight: float
 ) -> np.ndarray:
     """w_p * (ratio * minmax(dense) + ln(1 + bonus)) (DESIGN.md passage reset)."""
-    return passage_node_weight * (passage_ratio * min_max(dense) + np.log1p(np.maximum(bonus, 0.0)))
+    reset: np.ndarray = passage_node_weight * (passage_ratio * min_max(dense) + np.log1p(np.maximum(bonus, 0.0)))
+    return reset
 
 
 def length_normalize(scores: np.ndarray, lengths: np.ndarray, b: float) -> np.ndarray:

@@ -127,6 +127,8 @@ class OpenAICompatServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):  # typeshed allows bytes; an AF_INET server's host is a str
+            host = host.decode()
         return f"http://{host}:{port}/v1"
 
     def _completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Query
+from sqlalchemy.orm import Session
 
 from livingrag.api.deps import Services, admin, services
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
@@ -22,13 +23,13 @@ router = APIRouter(
 )
 
 
-def _scope(s: object, tenant_id: int | None, corpus_id: int | None) -> Scope:
+def _scope(s: Session, tenant_id: int | None, corpus_id: int | None) -> Scope:
     from sqlalchemy import text
 
     if corpus_id is not None:
         if tenant_id is None:
             raise InvalidInput("corpus_id needs tenant_id")
-        found = s.execute(  # type: ignore[attr-defined]
+        found = s.execute(
             text("SELECT 1 FROM corpora WHERE tenant_id = :t AND id = :c"), {"t": tenant_id, "c": corpus_id}
         ).scalar()
         if found is None:

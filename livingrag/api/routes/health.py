@@ -7,6 +7,7 @@ so a probe never waits behind busy requests (or their bounded waits for an index
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
 import anyio
 import anyio.to_thread
@@ -63,6 +64,7 @@ def _health(svc: Services) -> JSONResponse:
     up_to_date = db_ok and current is not None and current == head
     if db_ok and not up_to_date:
         detail.append(f"schema at {current}, code needs {head}: run `livingrag db upgrade`")
+    models: Literal["loaded", "loading", "failed"]
     if svc.models_error is not None:
         models = "failed"
         detail.append(svc.models_error)

@@ -8,6 +8,8 @@ active admin key (409); the operator can.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Path
 from sqlalchemy.orm import Session
 
@@ -17,8 +19,10 @@ from livingrag.api.schemas import KeyCreate, KeyCreated, KeyOut
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyRecord
 
-_NOT_FOUND = {404: {"model": ErrorResponse, "description": "No such key (or tenant)."}}
-_CONFLICT = {409: {"model": ErrorResponse, "description": "The key name is taken, or the last admin key."}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "description": "No such key (or tenant)."}}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorResponse, "description": "The key name is taken, or the last admin key."}
+}
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=COMMON_RESPONSES | _NOT_FOUND)
 operator_router = APIRouter(

@@ -3,6 +3,8 @@ write-back decision taken for one question (the web console's views; tenant-scop
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Path, Query
 
 from livingrag.api.deps import Services, services, tenant_id
@@ -50,7 +52,7 @@ def writeback_decision(
         if mode is None:
             raise NotFound(f"no question with query log id {query_log_id}")
         row = insights.writeback_for_query(s, query_log_id)
-    base = {
+    base: dict[str, Any] = {
         "query_log_id": query_log_id,
         "tau_novel": gates.tau_novel,
         "tau_gs": gates.tau_gs,

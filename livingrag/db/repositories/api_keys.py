@@ -132,7 +132,7 @@ def expiry(*, in_days: int | None = None, at: datetime | None = None, now: datet
     return None
 
 
-def _record(row: Row[Any]) -> KeyRecord:
+def _record(row: Row[*tuple[Any, ...]]) -> KeyRecord:
     return KeyRecord(
         id=row[0],
         tenant_id=row[1],

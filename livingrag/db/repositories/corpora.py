@@ -8,6 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from livingrag.db.repositories.rows import rowcount
 from livingrag.db.repositories.tenants import validate_name
 from livingrag.errors import AlreadyExists, NotFound
 from livingrag.types import CorpusInfo
@@ -145,5 +146,5 @@ def preset_read(db: Database, tenant_id: int, corpus_id: int) -> tuple[str | Non
 
 def delete_corpus(session: Session, corpus_id: int) -> None:
     res = session.execute(text("DELETE FROM corpora WHERE id = :i"), {"i": corpus_id})
-    if res.rowcount == 0:
+    if rowcount(res) == 0:
         raise NotFound(f"no corpus with id {corpus_id}")

@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from livingrag.db.copy_binary import copy_in, copy_out_fixed
+from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import NotFound
 
 _LOCK_BASE = 0x4C52_4700_0000_0000  # "LRG" in the high bytes; the corpus id in the low ones
@@ -372,7 +373,7 @@ def link_chunks(session: Session, tenant_id: int, corpus_id: int, passage_ids: S
         ),
         {"t": tenant_id, "c": corpus_id, "p": list(passage_ids)},
     )
-    return int(res.rowcount or 0)
+    return rowcount(res)
 
 
 def delete_passages(session: Session, corpus_id: int, passage_ids: Sequence[int]) -> list[int]:
@@ -478,7 +479,7 @@ def remove_orphan_entities(session: Session, corpus_id: int, candidate_ids: Sequ
         ),
         params,
     )
-    return int(res.rowcount or 0)
+    return rowcount(res)
 
 
 # ---------------------------------------------------------------------------------------- bulk loads
@@ -637,7 +638,8 @@ def list_passages(
 ) -> list[PassageRecord]:
     """A page of a corpus's passages in id order; ``q`` keeps those whose title or text contains it
     (case-insensitive)."""
-    where, params = "corpus_id = :c", {"c": corpus_id, "l": int(limit), "o": int(offset)}
+    where = "corpus_id = :c"
+    params: dict[str, int | str] = {"c": corpus_id, "l": int(limit), "o": int(offset)}
     if q:
         where += " AND (title ILIKE :q OR text ILIKE :q)"
         params["q"] = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

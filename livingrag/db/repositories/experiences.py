@@ -39,6 +39,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
 from livingrag.db.engine import local_settings_statement
+from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.sparse import concat_sparse
 from livingrag.types import MAX_HNSW_DIM
@@ -535,7 +536,7 @@ def record_use(
         ),
         {"f": fused, "s": shown, "ids": ids, "now": now},
     )
-    return int(res.rowcount or 0)
+    return rowcount(res)
 
 
 def count_corpus_experiences(session: Session, corpus_id: int) -> int:
@@ -569,7 +570,7 @@ def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     """Delete every experience of one corpus (their entity rows cascade; write-back log rows keep
     their decision with ``experience_id`` set to NULL); returns the number deleted."""
     res = session.execute(text("DELETE FROM experiences WHERE corpus_id = :c"), {"c": int(corpus_id)})
-    return int(res.rowcount or 0)
+    return rowcount(res)
 
 
 def mark_stale_for_passages(session: Session, corpus_id: int, passage_ids: Sequence[int], reason: str) -> int:
@@ -583,7 +584,7 @@ def mark_stale_for_passages(session: Session, corpus_id: int, passage_ids: Seque
         ),
         {"c": corpus_id, "p": [int(p) for p in passage_ids], "r": reason},
     )
-    return int(res.rowcount or 0)
+    return rowcount(res)
 
 
 def _scope(tenant_id: int | None, corpus_id: int | None, alias: str = "") -> tuple[str, dict[str, Any]]:
@@ -613,7 +614,7 @@ def expire(
     cond = f"{where} AND created_at < :before AND (expires_at IS NULL OR expires_at > :now)"
     if dry_run:
         return int(session.execute(text(f"SELECT count(*) FROM experiences WHERE {cond}"), params).scalar_one())
-    return int(session.execute(text(f"UPDATE experiences SET expires_at = :now WHERE {cond}"), params).rowcount or 0)
+    return rowcount(session.execute(text(f"UPDATE experiences SET expires_at = :now WHERE {cond}"), params))
 
 
 @dataclass(frozen=True)
@@ -685,7 +686,7 @@ def prune(
         counts["total"] = int(session.execute(text(f"SELECT count(*) FROM ({union}) q"), params).scalar_one())
     else:
         res = session.execute(text(f"DELETE FROM experiences WHERE id IN ({union})"), params)
-        counts["total"] = int(res.rowcount or 0)
+        counts["total"] = rowcount(res)
     return counts
 
 
@@ -838,12 +839,12 @@ def expire_experience(session: Session, experience_id: int, *, now: datetime) ->
         text("UPDATE experiences SET expires_at = least(coalesce(expires_at, :now), :now) WHERE id = :i"),
         {"i": int(experience_id), "now": now},
     )
-    if not res.rowcount:
+    if not rowcount(res):
         raise NotFound(f"no experience with id {experience_id}")
 
 
 def delete_experience(session: Session, experience_id: int) -> None:
     """Delete one experience (its entity rows cascade); :class:`NotFound` when this session cannot see it."""
     res = session.execute(text("DELETE FROM experiences WHERE id = :i"), {"i": int(experience_id)})
-    if not res.rowcount:
+    if not rowcount(res):
         raise NotFound(f"no experience with id {experience_id}")

@@ -14,6 +14,8 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from livingrag.db.repositories.rows import rowcount
+
 LOST_REASON = "lost: the server stopped before the write-back ran (recovered at startup)"
 
 
@@ -33,4 +35,4 @@ def log_lost_candidates(session: Session, *, before: datetime, since: datetime) 
         ),
         {"reason": LOST_REASON, "before": before, "since": since},
     )
-    return int(res.rowcount or 0)
+    return rowcount(res)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from livingrag.db.repositories import api_keys
 from livingrag.db.repositories.api_keys import KEY_PREFIX, PREFIX_CHARS, hash_api_key, new_api_key
+from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import AlreadyExists, InvalidInput, NotFound
 
 __all__ = [
@@ -88,7 +89,7 @@ def get_tenant(session: Session, name_or_id: str | int) -> TenantRecord:
 def delete_tenant(session: Session, tenant_id: int) -> None:
     """Delete a tenant and, by cascade, every row it owns (its keys included)."""
     res = session.execute(text("DELETE FROM tenants WHERE id = :i"), {"i": tenant_id})
-    if res.rowcount == 0:
+    if rowcount(res) == 0:
         raise NotFound(f"no tenant with id {tenant_id}")
 
 

@@ -50,7 +50,7 @@ def build_verifier(
     ``nli`` raises :class:`ModelUnavailable` when the model cannot be loaded; ``auto`` then falls
     back to ``offline`` and says so (a warning, and ``fallback_reason`` in every decision).
     """
-    get_encoder: Callable[[], TextEncoder] = encoder if callable(encoder) else (lambda: encoder)  # type: ignore[assignment,return-value]
+    get_encoder: Callable[[], TextEncoder] = encoder if callable(encoder) else (lambda: encoder)
     kind = kind.strip().lower()
     if kind == "none":
         return ResolvedVerifier(None, "none", kind)
@@ -69,8 +69,8 @@ def build_verifier(
         from livingrag.experience.verifiers.nli import NLIVerifier
 
         try:
-            v = NLIVerifier(nli_model, encoder=get_encoder(), evidence_k=evidence_k, device=device)
-            return ResolvedVerifier(v, v.name, kind)
+            nli = NLIVerifier(nli_model, encoder=get_encoder(), evidence_k=evidence_k, device=device)
+            return ResolvedVerifier(nli, nli.name, kind)
         except ModelUnavailable as exc:
             if kind == "nli":
                 raise

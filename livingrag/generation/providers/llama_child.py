@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -200,8 +201,9 @@ class LlamaModel:
             raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
         if timed_out:
             raise RequestError(504, f"did not finish within {self.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)", "timeout")
+        assert isinstance(out, dict)  # not streamed (stream=False), so one whole completion
         choice = out["choices"][0]
-        usage = out.get("usage") or {}
+        usage: Mapping[str, Any] = out.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens", 0))
         completion_tokens = int(usage.get("completion_tokens", 0))
         return {
