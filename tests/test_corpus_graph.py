@@ -342,6 +342,34 @@ def test_while_a_newer_version_loads_questions_get_the_previous_graph_and_writer
     assert cache.get(db, tenant, c.id, 16) is g2
 
 
+def test_the_cache_never_serves_one_databases_graph_for_anothers_ids(make_database_url: Callable[[], str]) -> None:
+    """Two databases each with tenant 1's corpus 1 at the same version: ids and versions of two
+    databases are unrelated, so the process-wide cache keeps each database's graph apart."""
+    from livingrag.db import migrate
+    from livingrag.db.repositories import tenants
+    from tests.conftest import db_settings_for
+
+    dbs, graphs = [], []
+    cache = GraphCache()
+    for records in (CORPUS[:2], CORPUS[2:5]):
+        db = Database(db_settings_for(make_database_url()))
+        migrate.upgrade(db)
+        with db.owner_session() as s:
+            tid = tenants.create_tenant(s, "same")[0].id
+        c = _corpus(db, tid)
+        _indexer(db, tid, c).index_documents(_docs(records))
+        dbs.append((db, tid, c))
+    (db_a, ta, ca), (db_b, tb, cb) = dbs
+    assert (ta, ca.id) == (tb, cb.id)  # the same ids in both databases ...
+    assert corpora.version_read(db_a, ta, ca.id) == corpora.version_read(db_b, tb, cb.id)  # ... and version
+    for db, tid, c in dbs:
+        graphs.append(cache.get(db, tid, c.id, 16))
+    assert graphs[0].n_passages == 2 and graphs[1].n_passages == 3
+    assert cache.get(db_a, ta, ca.id, 16).n_passages == 2  # and back again: reloaded, not the other's
+    for db, _, _ in dbs:
+        db.dispose()
+
+
 def test_graph_rows_do_not_depend_on_insertion_order(db: Database, tenant: int) -> None:
     a, b = _corpus(db, tenant, "a"), _corpus(db, tenant, "b")
     _indexer(db, tenant, a, batch_size=3).index_documents(_docs())

@@ -8,6 +8,7 @@ the process and reloads it when the corpus version in the database changes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
+from sqlalchemy.engine import make_url
 
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables
@@ -103,6 +105,18 @@ def current_version(db: Database, tenant_id: int, corpus_id: int) -> int | None:
     return corpora.version_read(db, tenant_id, corpus_id)
 
 
+def _source_of(db: Database | None) -> str:
+    """Which database a graph comes from: its server and database name (no credentials)."""
+    url = getattr(db, "owner_url", None)
+    return _source_of_url(url) if url else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _source_of_url(url: str) -> str:
+    u = make_url(url)
+    return f"{u.host or ''}:{u.port or ''}/{u.database or ''}?{u.query.get('host', '')}"
+
+
 class GraphCache:
     """Loaded graphs per (tenant, corpus), replaced when the corpus version in the database changes
     and bounded: past ``max_graphs`` graphs or ``max_bytes`` (:meth:`CorpusGraph.nbytes`) the least
@@ -120,6 +134,7 @@ class GraphCache:
         self.max_bytes = max_bytes
         self._graphs: OrderedDict[tuple[int, int], CorpusGraph] = OrderedDict()
         self._sizes: dict[tuple[int, int], int] = {}
+        self._sources: dict[tuple[int, int], str] = {}
         self._checked: dict[tuple[int, int], float] = {}
         self._lock = threading.RLock()
         self._loading: dict[tuple[int, int], threading.Lock] = {}
@@ -144,15 +159,16 @@ class GraphCache:
         version it committed to wait for a graph that holds its change.
         """
         key = (tenant_id, corpus_id)
+        source = _source_of(db)
         now = time.monotonic()
         with self._lock:
-            graph = self._graphs.get(key)
+            graph = self._cached(key, source)
             if graph is not None and now - self._checked.get(key, 0.0) < self.check_interval_s:
                 self._graphs.move_to_end(key)
                 return graph
         version = current_version(db, tenant_id, corpus_id)
         with self._lock:
-            graph = self._graphs.get(key)
+            graph = self._cached(key, source)
             if graph is not None and graph.version == version:
                 self._checked[key] = now
                 self._graphs.move_to_end(key)
@@ -168,7 +184,7 @@ class GraphCache:
             loading.release()
         with loading:
             with self._lock:
-                graph = self._graphs.get(key)
+                graph = self._cached(key, source)
                 if graph is not None and version is not None and graph.version >= version:
                     self._graphs.move_to_end(key)
                     return graph
@@ -179,12 +195,22 @@ class GraphCache:
                     if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
                         self._loading.pop(key, None)
                 raise
-            self.put(key, graph, now=now)
+            self.put(key, graph, now=now, source=source)
             return graph
 
-    def put(self, key: tuple[int, int], graph: CorpusGraph, *, now: float | None = None) -> None:
-        """Keep ``graph`` under ``key`` as the most recently used, then evict past the bounds."""
+    def _cached(self, key: tuple[int, int], source: str) -> CorpusGraph | None:
+        """The graph kept under ``key`` if it was loaded from the database ``source`` (ids and
+        versions of two databases are unrelated: tenant 1's corpus 1 of one is not the other's)."""
         with self._lock:
+            if self._sources.get(key, "") != source:
+                return None
+            return self._graphs.get(key)
+
+    def put(self, key: tuple[int, int], graph: CorpusGraph, *, now: float | None = None, source: str = "") -> None:
+        """Keep ``graph`` (loaded from the database ``source``) under ``key`` as the most recently
+        used, then evict past the bounds."""
+        with self._lock:
+            self._sources[key] = source
             self._graphs[key] = graph
             self._graphs.move_to_end(key)
             self._sizes[key] = int(graph.nbytes())
@@ -207,6 +233,7 @@ class GraphCache:
     def _drop(self, key: tuple[int, int]) -> None:
         self._loading.pop(key, None)
         self._graphs.pop(key, None)
+        self._sources.pop(key, None)
         self._sizes.pop(key, None)
         self._checked.pop(key, None)
 
