@@ -273,3 +273,45 @@ def test_a_write_back_raced_against_a_passage_update_never_stays_active_on_old_t
             {"c": corpus.id, "p": pid},
         ).scalar_one()
     assert active_on_old == 0, outcomes
+
+
+def test_questions_counting_the_same_experiences_at_once_never_deadlock(db: Database, tenant: int) -> None:
+    """Many transactions counting uses of overlapping experiences at once, each also holding its
+    rows while it writes more (as /v1/ask logs the question after counting): all commit, and
+    every use is counted."""
+    from livingrag.db.repositories import experiences as repo
+
+    corpus = make_corpus(db, tenant, DIM)
+    store = make_store(db)
+    ids = []
+    for i in range(6):
+        r = store.write_back(candidate(tenant, corpus, unit(DIM, (i % DIM, 1.0)), {i + 1: 1.0}, query=f"q{i}?"))
+        assert r.experience_id is not None
+        ids.append(r.experience_id)
+    workers, rounds = 8, 25
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(workers)
+
+    def count(w: int) -> None:
+        rng = np.random.default_rng(w)
+        try:
+            barrier.wait(30)
+            for _ in range(rounds):
+                chosen = [int(x) for x in rng.permutation(ids)[:4]]
+                with db.tenant_session(tenant) as s:
+                    repo.record_use(s, fused_ids=chosen[:3], scaffold_id=chosen[3])
+                    time.sleep(0.001)  # the rest of the transaction, while the rows stay locked
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=count, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
+    with db.owner_session() as s:
+        fused, shown = s.execute(
+            text("SELECT sum(fusion_uses), sum(scaffold_uses) FROM experiences WHERE id = ANY(:i)"), {"i": ids}
+        ).one()
+    assert (fused, shown) == (workers * rounds * 3, workers * rounds)

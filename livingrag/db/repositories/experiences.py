@@ -528,11 +528,15 @@ def record_use(
     ids = sorted(set(fused) | set(shown))
     if not ids:
         return 0
+    # The rows are locked in id order first: concurrent questions that use the same experiences
+    # then wait for each other instead of deadlocking (an UPDATE over several rows locks them in
+    # whatever order its plan visits them; measured under 32 clients: "deadlock detected").
     res = session.execute(
         text(
-            "UPDATE experiences SET fusion_uses = fusion_uses + (id = ANY(:f))::int,"
-            " scaffold_uses = scaffold_uses + (id = ANY(:s))::int, last_used_at = coalesce(:now, now())"
-            " WHERE id = ANY(:ids)"
+            "UPDATE experiences e SET fusion_uses = e.fusion_uses + (e.id = ANY(:f))::int,"
+            " scaffold_uses = e.scaffold_uses + (e.id = ANY(:s))::int, last_used_at = coalesce(:now, now())"
+            " FROM (SELECT id FROM experiences WHERE id = ANY(:ids) ORDER BY id FOR NO KEY UPDATE) l"
+            " WHERE e.id = l.id"
         ),
         {"f": fused, "s": shown, "ids": ids, "now": now},
     )
