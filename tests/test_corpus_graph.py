@@ -370,6 +370,80 @@ def test_the_cache_never_serves_one_databases_graph_for_anothers_ids(make_databa
         db.dispose()
 
 
+def _same_graph(a: object, b: object) -> None:
+    """Two graphs (or two table sets) equal field for field; sparse matrices compared densely."""
+    import scipy.sparse as sp
+
+    va, vb = vars(a), vars(b)
+    assert va.keys() == vb.keys()
+    for k in va:
+        x, y = va[k], vb[k]
+        if sp.issparse(x):
+            np.testing.assert_array_equal(x.toarray(), y.toarray(), err_msg=k)
+        elif isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y, err_msg=k)
+        elif isinstance(x, (list, tuple, dict, int, float, str)) or x is None:
+            assert x == y, k
+
+
+def test_a_reload_reads_only_what_changed_and_equals_a_full_load(db: Database, tenant: int) -> None:
+    """After adds, an in-place update, a delete and an entity that got its vector later, the graph
+    read from the previous tables plus what changed equals a full load, field for field."""
+    from livingrag.corpus.matrices import load_graph_and_tables
+    from livingrag.db.repositories.corpus_graph import load_graph_tables
+
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    _, tables = load_graph_and_tables(db, tenant, c.id, 16)
+
+    def check() -> None:
+        nonlocal tables
+        g_inc, t_inc = load_graph_and_tables(db, tenant, c.id, 16, previous=tables)
+        g_full, t_full = load_graph_and_tables(db, tenant, c.id, 16)
+        edge_fields = {k for k in vars(t_full) if k.startswith(("es_", "pe_", "link_"))}
+        for k in set(vars(t_full)) - edge_fields:
+            x, y = getattr(t_inc, k), getattr(t_full, k)
+            if isinstance(x, np.ndarray):
+                np.testing.assert_array_equal(x, y, err_msg=k)
+            else:
+                assert x == y, k
+        _same_graph(g_inc, g_full)
+        tables = t_inc
+
+    idx.index_documents(_docs(CORPUS[3:6]))  # adds
+    check()
+    idx.index_documents(_docs(CORPUS[6:]))
+    check()
+    with db.tenant_session(tenant) as s:
+        pid = s.execute(text("SELECT min(id) FROM passages WHERE corpus_id = :c"), {"c": c.id}).scalar_one()
+    idx.update_passage(pid, text="Ingrid Vale is a Norwegian singer from Brevik, born in Oslo.")  # in place
+    check()
+    idx.delete_passages([pid])
+    check()
+    with db.owner_session() as s:  # an entity without a vector is not in the graph ...
+        eid = s.execute(text("SELECT min(id) FROM entities WHERE corpus_id = :c"), {"c": c.id}).scalar_one()
+        s.execute(text("UPDATE entities SET embedding = NULL WHERE id = :e"), {"e": eid})
+    check()
+    with db.owner_session() as s:  # ... until it gets one
+        s.execute(text("UPDATE entities SET embedding = array_fill(0.25, ARRAY[16])::vector WHERE id = :e"), {"e": eid})
+    check()
+    with db.tenant_session(tenant) as s:
+        assert load_graph_tables(s, c.id, 16).passage_hashes == tables.passage_hashes
+
+
+def test_the_cache_reloads_a_changed_corpus_from_what_it_holds(db: Database, tenant: int) -> None:
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:4]))
+    cache = GraphCache()
+    g1 = cache.get(db, tenant, c.id, 16)
+    idx.index_documents(_docs(CORPUS[4:]))
+    g2 = cache.get(db, tenant, c.id, 16)
+    _same_graph(g2, load_graph(db, tenant, c.id, 16))
+    assert g2.version > g1.version and cache.nbytes() > g2.nbytes()  # the kept tables count too
+
+
 def test_graph_rows_do_not_depend_on_insertion_order(db: Database, tenant: int) -> None:
     a, b = _corpus(db, tenant, "a"), _corpus(db, tenant, "b")
     _indexer(db, tenant, a, batch_size=3).index_documents(_docs())

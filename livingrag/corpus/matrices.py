@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy.engine import make_url
 
 from livingrag.db.repositories import corpora
-from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables
+from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables, load_graph_tables_since
 from livingrag.retrieval.graph import CorpusGraph
 
 if TYPE_CHECKING:
@@ -80,16 +80,31 @@ def graph_from_tables(corpus_id: int, t: GraphTables) -> CorpusGraph:
 
 def load_graph(db: Database, tenant_id: int, corpus_id: int, dim: int) -> CorpusGraph:
     """Read the corpus in one REPEATABLE READ snapshot and build its graph."""
+    return load_graph_and_tables(db, tenant_id, corpus_id, dim)[0]
+
+
+def load_graph_and_tables(
+    db: Database, tenant_id: int, corpus_id: int, dim: int, *, previous: GraphTables | None = None
+) -> tuple[CorpusGraph, GraphTables]:
+    """The graph and the tables it was built from, read in one REPEATABLE READ snapshot; with
+    ``previous`` (an earlier load of this corpus) only the rows it lacks are read in full
+    (:func:`load_graph_tables_since`: after passages were added, the new passages' texts and
+    vectors instead of the whole corpus's), and the graph is the same."""
     t0 = time.perf_counter()
+    usable = previous is not None and len(previous.passage_hashes) == len(previous.passage_ids)
     with db.tenant_session(tenant_id) as s:
         s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        tables = load_graph_tables(s, corpus_id, dim)
+        if usable and previous is not None:
+            tables = load_graph_tables_since(s, corpus_id, dim, previous)
+        else:
+            tables = load_graph_tables(s, corpus_id, dim)
     t1 = time.perf_counter()
     graph = graph_from_tables(corpus_id, tables)
     log.info(
-        "loaded corpus %s v%s: %d passages, %d entities, %d sentences (read %.2fs, build %.2fs, %.0f MB)",
+        "loaded corpus %s v%s%s: %d passages, %d entities, %d sentences (read %.2fs, build %.2fs, %.0f MB)",
         corpus_id,
         graph.version,
+        f" (since v{previous.version})" if usable and previous is not None else "",
         graph.n_passages,
         graph.n_entities,
         graph.n_sentences,
@@ -97,7 +112,7 @@ def load_graph(db: Database, tenant_id: int, corpus_id: int, dim: int) -> Corpus
         time.perf_counter() - t1,
         graph.nbytes() / 1e6,
     )
-    return graph
+    return graph, tables
 
 
 def current_version(db: Database, tenant_id: int, corpus_id: int) -> int | None:
@@ -135,6 +150,7 @@ class GraphCache:
         self._graphs: OrderedDict[tuple[int, int], CorpusGraph] = OrderedDict()
         self._sizes: dict[tuple[int, int], int] = {}
         self._sources: dict[tuple[int, int], str] = {}
+        self._tables: dict[tuple[int, int], GraphTables] = {}
         self._checked: dict[tuple[int, int], float] = {}
         self._lock = threading.RLock()
         self._loading: dict[tuple[int, int], threading.Lock] = {}
@@ -188,14 +204,16 @@ class GraphCache:
                 if graph is not None and version is not None and graph.version >= version:
                     self._graphs.move_to_end(key)
                     return graph
+            with self._lock:
+                previous = self._tables.get(key) if self._sources.get(key, "") == source else None
             try:
-                graph = load_graph(db, tenant_id, corpus_id, dim)
+                graph, tables = load_graph_and_tables(db, tenant_id, corpus_id, dim, previous=previous)
             except BaseException:
                 with self._lock:
                     if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
                         self._loading.pop(key, None)
                 raise
-            self.put(key, graph, now=now, source=source)
+            self.put(key, graph, now=now, source=source, tables=tables)
             return graph
 
     def _cached(self, key: tuple[int, int], source: str) -> CorpusGraph | None:
@@ -206,14 +224,27 @@ class GraphCache:
                 return None
             return self._graphs.get(key)
 
-    def put(self, key: tuple[int, int], graph: CorpusGraph, *, now: float | None = None, source: str = "") -> None:
-        """Keep ``graph`` (loaded from the database ``source``) under ``key`` as the most recently
-        used, then evict past the bounds."""
+    def put(
+        self,
+        key: tuple[int, int],
+        graph: CorpusGraph,
+        *,
+        now: float | None = None,
+        source: str = "",
+        tables: GraphTables | None = None,
+    ) -> None:
+        """Keep ``graph`` (loaded from the database ``source``, from ``tables``: kept too, so the
+        next version reads only what changed) under ``key`` as the most recently used, then evict
+        past the bounds (the tables count in the bytes)."""
         with self._lock:
             self._sources[key] = source
             self._graphs[key] = graph
+            if tables is not None:
+                self._tables[key] = tables
+            else:
+                self._tables.pop(key, None)
             self._graphs.move_to_end(key)
-            self._sizes[key] = int(graph.nbytes())
+            self._sizes[key] = int(graph.nbytes()) + (tables.nbytes() if tables is not None else 0)
             self._checked[key] = time.monotonic() if now is None else now
             self._evict(keep=key)
 
@@ -233,6 +264,7 @@ class GraphCache:
     def _drop(self, key: tuple[int, int]) -> None:
         self._loading.pop(key, None)
         self._graphs.pop(key, None)
+        self._tables.pop(key, None)
         self._sources.pop(key, None)
         self._sizes.pop(key, None)
         self._checked.pop(key, None)

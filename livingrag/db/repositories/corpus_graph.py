@@ -9,7 +9,7 @@ two writers of one corpus never interleave. Like every repository, nothing here 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -510,6 +510,11 @@ class GraphTables:
     link_sources: np.ndarray  # passage_links, column by column
     link_targets: np.ndarray
     link_weights: np.ndarray
+    passage_hashes: list[str] = field(default_factory=list)  # content hashes, as passage_ids
+
+    def nbytes(self) -> int:
+        """Bytes of the arrays (the vectors above all)."""
+        return int(sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray)))
 
 
 def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables:
@@ -524,8 +529,8 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
     c = {"c": corpus_id}
     prows = session.execute(
         text(
-            "SELECT id, title, text, length FROM passages WHERE corpus_id = :c AND embedding IS NOT NULL"
-            " ORDER BY content_hash"
+            "SELECT id, title, text, length, content_hash FROM passages WHERE corpus_id = :c"
+            " AND embedding IS NOT NULL ORDER BY content_hash"
         ),
         c,
     ).all()
@@ -599,7 +604,166 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
         link_sources=pl["source_id"],
         link_targets=pl["target_id"],
         link_weights=pl["weight"],
+        passage_hashes=[r[4] for r in prows],
     )
+
+
+def _edges(session: Session, corpus_id: int) -> dict[str, dict[str, np.ndarray]]:
+    c = {"c": corpus_id}
+    return {
+        "es": copy_out_fixed(
+            session,
+            "SELECT entity_id, sentence_id FROM entity_sentences WHERE corpus_id = %(c)s",
+            [("entity_id", "int8"), ("sentence_id", "int8")],
+            c,
+        ),
+        "pe": copy_out_fixed(
+            session,
+            "SELECT passage_id, entity_id, mentions FROM passage_entities WHERE corpus_id = %(c)s",
+            [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
+            c,
+        ),
+        "pl": copy_out_fixed(
+            session,
+            "SELECT source_id, target_id, weight FROM passage_links WHERE corpus_id = %(c)s",
+            [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
+            c,
+        ),
+    }
+
+
+def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: GraphTables) -> GraphTables:
+    """The tables :func:`load_graph_tables` would read now, reading the bulky columns (texts and
+    vectors) only of the rows ``known`` (an earlier load of this corpus) does not hold.
+
+    Read in full, in one snapshot like the full load: the version, each graph table's ordered ids
+    (with the passages' content hashes: a passage rewritten in place keeps its id but not its
+    hash, and is read again, its sentences too) and the three edge tables (integers and weights).
+    A row that is gone is dropped, a row that is new (an added passage, an entity that got its
+    vector) is read, and the rows come in the full load's order, so the result equals a full
+    load's field for field.
+    """
+    version = session.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
+    if version is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    c = {"c": corpus_id}
+    p_order = session.execute(
+        text(
+            "SELECT id, content_hash FROM passages WHERE corpus_id = :c AND embedding IS NOT NULL ORDER BY content_hash"
+        ),
+        c,
+    ).all()
+    e_ids = copy_out_fixed(
+        session,
+        "SELECT id FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY normalized_name",
+        [("id", "int8")],
+        c,
+    )["id"]
+    s_order = copy_out_fixed(
+        session,
+        "SELECT s.id, s.passage_id FROM sentences s JOIN passages p ON p.id = s.passage_id"
+        " WHERE s.corpus_id = %(c)s AND s.embedding IS NOT NULL ORDER BY p.content_hash, s.position",
+        [("id", "int8"), ("passage_id", "int8")],
+        c,
+    )
+    p_ids = np.array([int(r[0]) for r in p_order], dtype=np.int64)
+    p_hashes = [str(r[1]) for r in p_order]
+    known_hash = dict(zip((int(i) for i in known.passage_ids), known.passage_hashes, strict=True))
+    rewritten = np.array([known_hash.get(int(i)) != h for i, h in zip(p_ids, p_hashes, strict=True)], dtype=bool)
+    p_old = np.where(rewritten, -1, _rows_in(known.passage_ids, p_ids))
+    e_old = _rows_in(known.entity_ids, e_ids)
+    s_old = _rows_in(known.sentence_ids, s_order["id"])
+    if rewritten.any():  # a rewritten passage's sentences are read again
+        s_old[np.isin(s_order["passage_id"], p_ids[rewritten])] = -1
+    new_p = [int(i) for i in p_ids[p_old < 0]]
+    new_e = [int(i) for i in e_ids[e_old < 0]]
+    new_s = [int(i) for i in s_order["id"][s_old < 0]]
+    p_rows = {
+        int(r[0]): r
+        for r in session.execute(
+            text("SELECT id, title, text, length FROM passages WHERE corpus_id = :c AND id = ANY(:ids)"),
+            c | {"ids": new_p},
+        ).all()
+    } if new_p else {}  # fmt: skip
+    e_rows = {
+        int(r[0]): r
+        for r in session.execute(
+            text("SELECT id, normalized_name, name FROM entities WHERE corpus_id = :c AND id = ANY(:ids)"),
+            c | {"ids": new_e},
+        ).all()
+    } if new_e else {}  # fmt: skip
+    edges = _edges(session, corpus_id)
+
+    def vectors(table: str, ids: np.ndarray, old: np.ndarray, old_vecs: np.ndarray, new: list[int]) -> np.ndarray:
+        if not new and len(old) == len(old_vecs) and np.array_equal(old, np.arange(len(old))):
+            return old_vecs  # the same rows in the same order: shared, not copied
+        keep = old >= 0
+        out = np.take(old_vecs, np.where(keep, old, 0), axis=0) if len(old_vecs) else np.empty((len(ids), dim))
+        out = out.astype(np.float32, copy=False)
+        fresh = _vectors_by_id(session, table, corpus_id, new, dim)
+        for row in np.flatnonzero(~keep):
+            out[row] = fresh[int(ids[row])]
+        return out
+
+    def column(values: list[str], old: np.ndarray, ids: np.ndarray, rows: dict[int, Any], k: int) -> list[str]:
+        return [values[int(o)] if o >= 0 else rows[int(i)][k] for o, i in zip(old, ids, strict=True)]
+
+    return GraphTables(
+        version=int(version),
+        passage_ids=p_ids,
+        passage_titles=column(known.passage_titles, p_old, p_ids, p_rows, 1),
+        passage_texts=column(known.passage_texts, p_old, p_ids, p_rows, 2),
+        passage_lengths=np.array(
+            [
+                float(known.passage_lengths[o]) if o >= 0 else float(p_rows[int(i)][3])
+                for o, i in zip(p_old, p_ids, strict=True)
+            ],
+            dtype=np.float64,
+        ),
+        passage_embeddings=vectors("passages", p_ids, p_old, known.passage_embeddings, new_p),
+        entity_ids=e_ids,
+        entity_keys=column(known.entity_keys, e_old, e_ids, e_rows, 1),
+        entity_names=column(known.entity_names, e_old, e_ids, e_rows, 2),
+        entity_embeddings=vectors("entities", e_ids, e_old, known.entity_embeddings, new_e),
+        sentence_ids=s_order["id"],
+        sentence_passage_ids=s_order["passage_id"],
+        sentence_embeddings=vectors("sentences", s_order["id"], s_old, known.sentence_embeddings, new_s),
+        es_entity_ids=edges["es"]["entity_id"],
+        es_sentence_ids=edges["es"]["sentence_id"],
+        pe_passage_ids=edges["pe"]["passage_id"],
+        pe_entity_ids=edges["pe"]["entity_id"],
+        pe_mentions=edges["pe"]["mentions"],
+        link_sources=edges["pl"]["source_id"],
+        link_targets=edges["pl"]["target_id"],
+        link_weights=edges["pl"]["weight"],
+        passage_hashes=p_hashes,
+    )
+
+
+def _rows_in(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """For each of ``ids``, its row in ``known_ids`` (-1 where it is not there)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(known_ids) == 0:
+        return np.full(len(ids), -1, dtype=np.int64)
+    order = np.argsort(known_ids, kind="stable")
+    at = np.searchsorted(known_ids[order], ids).clip(0, len(known_ids) - 1)
+    rows = order[at]
+    return np.where(known_ids[rows] == ids, rows, -1).astype(np.int64)
+
+
+def _vectors_by_id(session: Session, table: str, corpus_id: int, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
+    """``table``'s embedding of each of ``ids`` (binary COPY), by id."""
+    if not ids:
+        return {}
+    if table not in ("passages", "entities", "sentences"):
+        raise ValueError(f"no embeddings in {table!r}")
+    got = copy_out_fixed(
+        session,
+        f"SELECT id, embedding FROM {table} WHERE corpus_id = %(c)s AND id = ANY(%(ids)s)",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        {"c": corpus_id, "ids": list(ids)},
+    )
+    return {int(i): v for i, v in zip(got["id"], got["embedding"], strict=True)}
 
 
 __all__ = [
@@ -618,6 +782,7 @@ __all__ = [
     "insert_passage_graph",
     "link_chunks",
     "load_graph_tables",
+    "load_graph_tables_since",
     "lock_corpus",
     "lock_corpus_shared",
     "passage_texts",
