@@ -8,7 +8,7 @@ two writers of one corpus never interleave. Like every repository, nothing here 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -560,24 +560,8 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
         [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
         c,
     )
-    es = copy_out_fixed(
-        session,
-        "SELECT entity_id, sentence_id FROM entity_sentences WHERE corpus_id = %(c)s",
-        [("entity_id", "int8"), ("sentence_id", "int8")],
-        c,
-    )
-    pe = copy_out_fixed(
-        session,
-        "SELECT passage_id, entity_id, mentions FROM passage_entities WHERE corpus_id = %(c)s",
-        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
-        c,
-    )
-    pl = copy_out_fixed(
-        session,
-        "SELECT source_id, target_id, weight FROM passage_links WHERE corpus_id = %(c)s",
-        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
-        c,
-    )
+    edges = _edges(session, corpus_id)
+    es, pe, pl = edges["es"], edges["pe"], edges["pl"]
     if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
         eemb["id"], np.array([r[0] for r in erows], dtype=np.int64)
     ):
@@ -608,28 +592,51 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
     )
 
 
+_SEND = {
+    "int8": ("int8send", ">i8", np.int64),
+    "int4": ("int4send", ">i4", np.int32),
+    "float4": ("float4send", ">f4", np.float32),
+}
+"""Column kind -> (PostgreSQL send function, big-endian numpy type, native numpy type)."""
+
+
+def packed_columns(
+    session: Session, table_sql: str, columns: Sequence[tuple[str, str]], params: Mapping[str, Any], order: str = ""
+) -> dict[str, np.ndarray]:
+    """Fixed-width columns of many rows read as ONE value: the server concatenates each row's
+    binary send form (``int8send`` ...) with ``string_agg`` (in ``order``, when given) and the
+    client splits the bytes with numpy; a COPY would hand them over a row at a time.
+
+    ``table_sql`` is the ``FROM ... WHERE ...`` part; ``columns`` (SQL expression, "int8" |
+    "int4" | "float4") must not be NULL. Returns one native-endian array per column expression.
+    """
+    parts = " || ".join(f"{_SEND[kind][0]}({expr})" for expr, kind in columns)
+    by = f" ORDER BY {order}" if order else ""
+    raw = session.execute(text(f"SELECT string_agg({parts}, ''::bytea{by}) {table_sql}"), params).scalar()
+    dt = np.dtype([(f"c{i}", _SEND[kind][1]) for i, (_, kind) in enumerate(columns)])
+    rec = np.frombuffer(raw or b"", dtype=dt)
+    return {expr: rec[f"c{i}"].astype(_SEND[kind][2]) for i, (expr, kind) in enumerate(columns)}
+
+
 def _edges(session: Session, corpus_id: int) -> dict[str, dict[str, np.ndarray]]:
+    """The three edge tables of a corpus, column by column (each read as one packed value)."""
     c = {"c": corpus_id}
-    return {
-        "es": copy_out_fixed(
-            session,
-            "SELECT entity_id, sentence_id FROM entity_sentences WHERE corpus_id = %(c)s",
-            [("entity_id", "int8"), ("sentence_id", "int8")],
-            c,
-        ),
-        "pe": copy_out_fixed(
-            session,
-            "SELECT passage_id, entity_id, mentions FROM passage_entities WHERE corpus_id = %(c)s",
-            [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
-            c,
-        ),
-        "pl": copy_out_fixed(
-            session,
-            "SELECT source_id, target_id, weight FROM passage_links WHERE corpus_id = %(c)s",
-            [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
-            c,
-        ),
-    }
+    es = packed_columns(
+        session, "FROM entity_sentences WHERE corpus_id = :c", [("entity_id", "int8"), ("sentence_id", "int8")], c
+    )
+    pe = packed_columns(
+        session,
+        "FROM passage_entities WHERE corpus_id = :c",
+        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
+        c,
+    )
+    pl = packed_columns(
+        session,
+        "FROM passage_links WHERE corpus_id = :c",
+        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
+        c,
+    )
+    return {"es": es, "pe": pe, "pl": pl}
 
 
 def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: GraphTables) -> GraphTables:
@@ -653,19 +660,21 @@ def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: G
         ),
         c,
     ).all()
-    e_ids = copy_out_fixed(
+    e_ids = packed_columns(
         session,
-        "SELECT id FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY normalized_name",
+        "FROM entities WHERE corpus_id = :c AND embedding IS NOT NULL",
         [("id", "int8")],
         c,
+        order="normalized_name",
     )["id"]
-    s_order = copy_out_fixed(
+    s_cols = packed_columns(
         session,
-        "SELECT s.id, s.passage_id FROM sentences s JOIN passages p ON p.id = s.passage_id"
-        " WHERE s.corpus_id = %(c)s AND s.embedding IS NOT NULL ORDER BY p.content_hash, s.position",
-        [("id", "int8"), ("passage_id", "int8")],
+        "FROM sentences s JOIN passages p ON p.id = s.passage_id WHERE s.corpus_id = :c AND s.embedding IS NOT NULL",
+        [("s.id", "int8"), ("s.passage_id", "int8")],
         c,
+        order="p.content_hash, s.position",
     )
+    s_order = {"id": s_cols["s.id"], "passage_id": s_cols["s.passage_id"]}
     p_ids = np.array([int(r[0]) for r in p_order], dtype=np.int64)
     p_hashes = [str(r[1]) for r in p_order]
     known_hash = dict(zip((int(i) for i in known.passage_ids), known.passage_hashes, strict=True))
