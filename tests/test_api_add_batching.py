@@ -29,6 +29,43 @@ def _passages(db: Database, cid: int) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _adds_queued_behind_a_change(
+    client: Any, cid: int, key: str, bodies: list[list[dict[str, str]]]
+) -> tuple[list[Any], int]:
+    """POST one passage add per body while another change (an index job, say) holds the corpus,
+    each queued before the next is sent; then free the corpus. Returns the responses in body order
+    and the add queue's run count from before the corpus was freed."""
+    svc = client.app.state.services
+    results: list[Any] = [None] * len(bodies)
+    release, held = threading.Event(), threading.Event()
+
+    def hold_the_corpus() -> None:
+        with svc.index_locks.hold(cid, None):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_the_corpus)
+    holder.start()
+    assert held.wait(10)
+
+    def post(i: int) -> None:
+        results[i] = client.post(f"/v1/corpora/{cid}/passages", json={"passages": bodies[i]}, headers=auth(key))
+
+    threads = []
+    for i in range(len(bodies)):  # queued in this order
+        threads.append(threading.Thread(target=post, args=(i,)))
+        threads[-1].start()
+        deadline = time.monotonic() + 20
+        while svc.add_queue.queued(cid) < i + 1:
+            assert time.monotonic() < deadline, "the add did not queue"
+            time.sleep(0.01)
+    runs_before = svc.add_queue.runs
+    release.set()
+    for t in (*threads, holder):
+        t.join(60)
+    return results, runs_before
+
+
 def test_adds_queued_behind_a_change_are_indexed_together(db: Database, database_url: str) -> None:
     with OpenAICompatServer() as llm, app_client(db, api_settings(database_url, llm.base_url)) as client:
         with db.owner_session() as s:
@@ -44,34 +81,7 @@ def test_adds_queued_behind_a_change_are_indexed_together(db: Database, database
             [{"text": new[2]}, {"text": CORPUS[0]["text"], "title": CORPUS[0]["title"]}],  # one stored already
             [{"text": new[3]}, {"text": new[3]}],  # twice in one request
         ]
-        results: list[Any] = [None] * len(bodies)
-        release = threading.Event()
-        held = threading.Event()
-
-        def hold_the_corpus() -> None:  # another change (an index job, say) runs on the corpus
-            with svc.index_locks.hold(cid, None):
-                held.set()
-                release.wait(30)
-
-        holder = threading.Thread(target=hold_the_corpus)
-        holder.start()
-        assert held.wait(10)
-
-        def post(i: int) -> None:
-            results[i] = client.post(f"/v1/corpora/{cid}/passages", json={"passages": bodies[i]}, headers=auth(key))
-
-        threads = []
-        for i in range(len(bodies)):  # queued in this order
-            threads.append(threading.Thread(target=post, args=(i,)))
-            threads[-1].start()
-            deadline = time.monotonic() + 20
-            while svc.add_queue.queued(cid) < i + 1:
-                assert time.monotonic() < deadline, "the add did not queue"
-                time.sleep(0.01)
-        runs_before = svc.add_queue.runs
-        release.set()
-        for t in (*threads, holder):
-            t.join(60)
+        results, runs_before = _adds_queued_behind_a_change(client, cid, key, bodies)
         out = [r.json() for r in results]
         assert [r.status_code for r in results] == [201] * 4, out
         assert svc.add_queue.runs == runs_before + 1  # one indexing run for the four requests
@@ -99,38 +109,12 @@ def test_a_request_over_the_quota_fails_alone_when_batched(db: Database, databas
             with db.owner_session() as s:
                 _, key = tenants.create_tenant(s, f"batchq-{uuid.uuid4().hex[:8]}")
             cid = seed_corpus(client, key, docs=CORPUS[:3])
-            svc = client.app.state.services
             bodies = [
                 [{"text": "Quota town one lies on the Ostra."}],
                 [{"text": f"Quota town {w} lies on the Ostra."} for w in ("two", "three")],  # would make 6
                 [{"text": "Quota town four lies on the Ostra."}],
             ]
-            results: list[Any] = [None] * len(bodies)
-            release, held = threading.Event(), threading.Event()
-
-            def hold_the_corpus() -> None:
-                with svc.index_locks.hold(cid, None):
-                    held.set()
-                    release.wait(30)
-
-            holder = threading.Thread(target=hold_the_corpus)
-            holder.start()
-            assert held.wait(10)
-
-            def post(i: int) -> None:
-                results[i] = client.post(f"/v1/corpora/{cid}/passages", json={"passages": bodies[i]}, headers=auth(key))
-
-            threads = []
-            for i in range(len(bodies)):
-                threads.append(threading.Thread(target=post, args=(i,)))
-                threads[-1].start()
-                deadline = time.monotonic() + 20
-                while svc.add_queue.queued(cid) < i + 1:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.01)
-            release.set()
-            for t in (*threads, holder):
-                t.join(60)
+            results, _ = _adds_queued_behind_a_change(client, cid, key, bodies)
             # one after another in queue order: 3 + 1 = 4, then 2 more would be 6 > 5, then 5
             assert [r.status_code for r in results] == [201, 409, 201], [r.text for r in results]
             assert "api.max_passages_per_corpus = 5" in results[1].json()["error"]["message"]

@@ -111,7 +111,7 @@ class AddQueue:
         self._queues: dict[Hashable, list[_Entry]] = {}
         self._leading: set[Hashable] = set()
         self.runs = 0
-        """Indexing runs made (for the tests and ``/health``-style counters)."""
+        """Indexing runs made (a failed union counts, and so does each request of its fallback)."""
 
     def add(
         self,

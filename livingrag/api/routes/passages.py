@@ -17,6 +17,7 @@ loads, questions are answered from the previous one instead of waiting.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -121,15 +122,7 @@ def add_passages(
         ) from None
     if out.indexed:  # read your writes: this replica's questions see the change once we answer
         _load_graph(svc, tid, info)
-    return IndexResult(
-        indexed=out.indexed,
-        skipped_existing=out.skipped_existing,
-        duplicates_in_input=out.duplicates_in_input,
-        new_entities=out.new_entities,
-        version=out.version,
-        passage_ids=out.passage_ids,
-        batched_with=out.batched_with,
-    )
+    return IndexResult(**asdict(out))  # the same fields, batched_with included
 
 
 def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
