@@ -345,8 +345,20 @@ class GateSettings(_Group):
     tau_novel: Probability = Field(default=0.7, ge=0, le=1, description="Eq. 19 novelty threshold.")
     tau_nli: Probability = Field(default=0.5, ge=0, le=1, description="Eq. 16 entailment threshold per claim.")
     tau_gs: Probability = Field(default=0.6, ge=0, le=1, description="Eq. 19 grounding threshold.")
-    verifier: Literal["auto", "nli", "llm", "offline", "none"] = Field(
-        default="auto", description="auto: nli when loadable, else offline. none: no grounding gate (ablation)."
+    verifier: Literal["auto", "nli", "llm", "judge", "offline", "none"] = Field(
+        default="auto",
+        description="auto: nli when loadable, else offline. judge: one yes/no question per answer to an LLM, "
+        "read as P(yes). none: no grounding gate (ablation).",
+    )
+    judge_model: str | None = Field(
+        default=None,
+        description="verifier=judge: the judge's model (a local preset or GGUF path with llm.provider=local, the "
+        "server's model name with openai); unset: the answer model.",
+    )
+    judge_evidence: Literal["passages", "units"] = Field(
+        default="passages",
+        description="verifier=judge: show the judge the used passages, or only the evidence_sentences units "
+        "nearest the answer.",
     )
     nli_model: str = Field(default="cross-encoder/nli-deberta-v3-large", description="Local path or cached name.")
     evidence_sentences: int = Field(default=4, ge=1, le=100, description="K_g evidence sentences per claim.")
@@ -360,7 +372,7 @@ class GateSettings(_Group):
     @field_validator("verifier", mode="before")
     @classmethod
     def _known_verifier(cls, v: Any) -> Any:
-        known = ("auto", "nli", "llm", "offline", "none")
+        known = ("auto", "nli", "llm", "judge", "offline", "none")
         if isinstance(v, str) and v.strip().lower() not in known:
             raise ValueError(f"unknown verifier {v!r}; choose one of {', '.join(known)}")
         return v.strip().lower() if isinstance(v, str) else v

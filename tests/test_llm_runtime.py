@@ -189,6 +189,8 @@ def test_chat_requests_are_validated_field_by_field() -> None:
         "temperature": 0.0,
         "stop": ["\n"],
         "grammar": None,
+        "logprobs": False,
+        "top_logprobs": 0,
     }
     bad = [
         ([], "must be a JSON object"),

@@ -6,16 +6,21 @@ which later runs and the demo reuse; a short completion then takes a few seconds
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
 
 from livingrag.config import LLMSettings, default_data_dir
 from livingrag.errors import LLMError, LLMTimeout
+from livingrag.experience.grounding import extract_claims
+from livingrag.experience.types import UsedPassage
+from livingrag.experience.verifiers.judge import JudgeVerifier
 from livingrag.generation.llm import LLM
 from livingrag.generation.providers import build_llm
 from livingrag.generation.providers.local import LocalLLM
 from livingrag.generation.qa import build_qa_prompt, generate_answer
+from tests.experience_helpers import HashingEncoder
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +136,24 @@ def test_an_answer_does_not_depend_on_the_request_before_it(llm: LocalLLM) -> No
     llm.complete(unrelated, max_tokens=4)
     after_unrelated = llm.complete(question, max_tokens=12)
     assert after_shared.text == after_unrelated.text
+
+
+def test_first_token_alternatives_come_from_the_model(llm: LocalLLM) -> None:
+    messages = [{"role": "user", "content": "Is Paris the capital of France? Answer yes or no."}]
+    c = llm.complete(messages, max_tokens=1, temperature=0.0, top_logprobs=5)
+    alts = c.first_token_alternatives
+    assert len(alts) == 5 and [lp for _, lp in alts] == sorted((lp for _, lp in alts), reverse=True)
+    assert sum(math.exp(lp) for _, lp in alts) <= 1.0 + 1e-6
+    assert c.text.strip() and alts[0][0].strip() == c.text.strip()  # greedy: the best alternative is the reply
+    assert llm.complete(messages, max_tokens=1, temperature=0.0).first_token_alternatives == ()
+
+
+def test_the_judge_on_the_real_model_prefers_the_supported_answer(llm: LocalLLM) -> None:
+    judge = JudgeVerifier(llm, encoder=HashingEncoder(), evidence_k=2)
+    passages = [
+        UsedPassage(1, "Orla Brennick is an Irish film director. She was born in Galway in 1961.", "Orla Brennick")
+    ]
+    q = "Where was Orla Brennick born?"
+    right = judge.verify(extract_claims("", "Galway", q, 4), passages)[0].score
+    wrong = judge.verify(extract_claims("", "Tokyo", q, 4), passages)[0].score
+    assert 0.0 <= wrong < right <= 1.0 and right > 0.5

@@ -65,13 +65,16 @@ def _clean(sentence: str) -> str:
     return s[:1].upper() + s[1:] if s else s
 
 
-def extract_claims(explanation: str, answer: str, question: str, max_claims: int) -> list[Claim]:
+def extract_claims(
+    explanation: str, answer: str, question: str, max_claims: int, *, yes_no_answer_claim: bool = False
+) -> list[Claim]:
     """Atomic claims from the explanation and the answer, at most ``max_claims`` (the answer
-    claim is always kept)."""
+    claim is always kept). ``yes_no_answer_claim`` gives a yes/no answer its answer claim too (for
+    a verifier that judges the answer against the question, such as the judge)."""
     answer = " ".join((answer or "").split())
     question = " ".join((question or "").split())
     answer_claim: Claim | None = None
-    if answer and answer.lower() not in _YES_NO:
+    if answer and (yes_no_answer_claim or answer.lower() not in _YES_NO):
         answer_claim = Claim(
             text=f'The answer to "{question}" is {answer.rstrip(".")}.',
             source="answer",

@@ -151,9 +151,20 @@ class ExperienceStore:
                         evidence_k=self.gates.evidence_sentences,
                         nli_model=self.gates.nli_model,
                         device=self.settings.models.device,
-                        llm=self._llm,
+                        llm=self._judge_llm() if self.gates.verifier == "judge" else self._llm,
+                        judge_evidence=self.gates.judge_evidence,
                     )
         return self._resolved
+
+    def _judge_llm(self) -> LLM | None:
+        """The judge's LLM: the answer model, or ``gates.judge_model`` built with the answer model's
+        provider settings (a second local model process, or another model name on the same server)."""
+        model = self.gates.judge_model
+        if not model or (self._llm is not None and model == self.settings.llm.model):
+            return self._llm
+        from livingrag.generation.providers import build_llm
+
+        return build_llm(self.settings.llm.model_copy(update={"model": model}), data_dir=self.settings.db.data_dir)
 
     def _seeds(self, base: Mapping[int, float]) -> dict[int, float]:
         return dict(
@@ -407,7 +418,13 @@ class ExperienceStore:
             if resolved.verifier is None:
                 gs = 1.0  # gates.verifier=none: the grounding gate is off (ablation)
             else:
-                claims = extract_claims(c.explanation, c.answer, c.query, self.gates.max_claims)
+                claims = extract_claims(
+                    c.explanation,
+                    c.answer,
+                    c.query,
+                    self.gates.max_claims,
+                    yes_no_answer_claim=bool(getattr(resolved.verifier, "judges_answers", False)),
+                )
                 verdicts = tuple(resolved.verifier.verify(claims, c.passages))
                 gs = grounding_score([v.score for v in verdicts], self.gates.tau_nli)
             timings["grounding_ms"] = _ms(t2)

@@ -25,6 +25,12 @@ class Completion:
     model's own tokenizer) or "estimate" (the server reported none; about four characters a token)."""
     attempts: int = 1
     """HTTP attempts this call took (retries + 1); always 1 for in-process models."""
+    token_logprobs: tuple[tuple[str, float], ...] = ()
+    """When asked for (``top_logprobs=``) and the server reports them: each generated token's text
+    and natural-log probability, in order."""
+    first_token_alternatives: tuple[tuple[str, float], ...] = ()
+    """When asked for (``top_logprobs=`` >= 1) and the server reports them: the first generated
+    token's most likely tokens at that step with their natural-log probabilities, best first."""
 
     @property
     def total_tokens(self) -> int:
@@ -82,6 +88,30 @@ class GrammarLLM(LLM, Protocol):
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
     ) -> Completion: ...
+
+
+class LogprobLLM(LLM, Protocol):
+    """An :class:`LLM` whose ``supports_logprobs`` is true: :meth:`complete` also takes
+    ``top_logprobs=`` (None: not asked; 0: each token's log-probability; k: also the first token's
+    k most likely alternatives) and fills :attr:`Completion.token_logprobs` and
+    :attr:`Completion.first_token_alternatives`."""
+
+    supports_logprobs: bool
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+        top_logprobs: int | None = None,
+    ) -> Completion: ...
+
+
+def takes_logprobs(llm: LLM) -> TypeGuard[LogprobLLM]:
+    """Whether ``llm`` declares ``supports_logprobs`` (and so accepts ``top_logprobs=``)."""
+    return bool(getattr(llm, "supports_logprobs", False))
 
 
 def takes_grammar(llm: LLM) -> TypeGuard[GrammarLLM]:

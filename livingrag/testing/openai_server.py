@@ -34,6 +34,10 @@ class Step:
     choices: bool = True
     headers: dict[str, str] = field(default_factory=dict)
     error_message: str = "scripted failure"
+    first_token_alternatives: tuple[tuple[str, float], ...] = ()
+    """Sent as ``choices[0].logprobs.content[0].top_logprobs`` when the request asks for logprobs."""
+    token_logprobs: tuple[tuple[str, float], ...] = ()
+    """Sent as ``choices[0].logprobs.content`` (else the first alternative alone) when asked for."""
 
 
 def reply_for(messages: list[dict[str, Any]]) -> str:
@@ -145,6 +149,13 @@ class OpenAICompatServer:
             if step.choices
             else [],
         }
+        if step.choices and body.get("logprobs") and (step.first_token_alternatives or step.token_logprobs):
+            top = int(body.get("top_logprobs") or 0)
+            alternatives = [{"token": t, "logprob": lp} for t, lp in step.first_token_alternatives[:top]]
+            tokens = step.token_logprobs or step.first_token_alternatives[:1]
+            content = [{"token": t, "logprob": lp, "top_logprobs": []} for t, lp in tokens]
+            content[0]["top_logprobs"] = alternatives
+            out["choices"][0]["logprobs"] = {"content": content}
         if step.usage:
             prompt = sum(words(m.get("content") or "") for m in messages)
             out["usage"] = {

@@ -1,7 +1,8 @@
 """Claim verifiers for the grounding gate, behind one interface (:class:`Verifier`).
 
 ``nli`` (an NLI cross-encoder from a local path or cache), ``llm`` (entailment asked of the
-configured LLM), ``offline`` (no NLI weights needed) and ``auto`` (``nli`` when loadable, else
+configured LLM, claim by claim), ``judge`` (one yes/no question per answer to an LLM, read as
+P(yes)), ``offline`` (no NLI weights needed) and ``auto`` (``nli`` when loadable, else
 ``offline``, with the reason logged and recorded in every decision). ``none`` switches the
 grounding gate off (an ablation; stored confidence is then 1).
 """
@@ -44,8 +45,9 @@ def build_verifier(
     nli_model: str = "cross-encoder/nli-deberta-v3-large",
     device: str = "cpu",
     llm: LLM | None = None,
+    judge_evidence: str = "passages",
 ) -> ResolvedVerifier:
-    """Resolve ``kind`` (auto | nli | llm | offline | none) into a verifier.
+    """Resolve ``kind`` (auto | nli | llm | judge | offline | none) into a verifier.
 
     ``nli`` raises :class:`ModelUnavailable` when the model cannot be loaded; ``auto`` then falls
     back to ``offline`` and says so (a warning, and ``fallback_reason`` in every decision).
@@ -65,6 +67,13 @@ def build_verifier(
 
         v = LLMVerifier(llm, encoder=get_encoder(), evidence_k=evidence_k)
         return ResolvedVerifier(v, v.name, kind)
+    if kind == "judge":
+        if llm is None:
+            raise ConfigError("gates.verifier=judge needs a configured LLM (none was given to the experience store)")
+        from livingrag.experience.verifiers.judge import JudgeVerifier
+
+        j = JudgeVerifier(llm, encoder=get_encoder(), evidence_k=evidence_k, evidence=judge_evidence)
+        return ResolvedVerifier(j, j.name, kind)
     if kind in ("nli", "auto"):
         from livingrag.experience.verifiers.nli import NLIVerifier
 
@@ -80,7 +89,7 @@ def build_verifier(
             return ResolvedVerifier(
                 OfflineVerifier(encoder=get_encoder(), evidence_k=evidence_k), "offline", kind, fallback_reason=str(exc)
             )
-    raise ConfigError(f"unknown verifier {kind!r}; choose one of auto, nli, llm, offline, none")
+    raise ConfigError(f"unknown verifier {kind!r}; choose one of auto, nli, llm, judge, offline, none")
 
 
 __all__ = ["EvidenceSelector", "ResolvedVerifier", "TextEncoder", "Verifier", "build_verifier"]

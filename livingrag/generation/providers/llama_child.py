@@ -14,7 +14,10 @@ Routes (one generation at a time; the others wait):
   ``stop``) plus llama.cpp's ``grammar`` (GBNF text); the reply's ``usage`` counts tokens with the
   model's own tokenizer over the chat-templated prompt. A generation past ``--timeout-s`` stops
   before its next token and answers HTTP 504 with error type ``timeout``; a prompt longer than the
-  context or an invalid grammar answers 400 naming the setting.
+  context or an invalid grammar answers 400 naming the setting. ``logprobs: true`` (with
+  ``top_logprobs: k``, 0-20) adds OpenAI's ``choices[0].logprobs.content``: each generated token's
+  log-probability under the model (its raw logits, before any grammar) and the ``k`` most likely
+  tokens at its step (see :class:`TokenLogprobs` for the reply's last token).
 * ``POST /v1/tokenize``: ``{"content": text}`` -> ``{"tokens": [...]}`` (no special tokens).
 * ``GET /health``: ``{"status": "ok", "busy": bool, "served": n, "system_info": ...}``.
 """
@@ -40,6 +43,8 @@ TOKEN_ENV = "LIVINGRAG_LLM_CHILD_TOKEN"
 """The environment variable that carries the bearer token the child accepts."""
 
 MAX_BODY_BYTES = 8_000_000
+MAX_TOP_LOGPROBS = 20
+"""OpenAI's upper bound for ``top_logprobs``."""
 
 
 class RequestError(Exception):
@@ -83,7 +88,79 @@ def parse_chat_request(body: Any) -> dict[str, Any]:
     if not all(isinstance(s, str) for s in stop):
         raise RequestError(400, "field 'stop' must be a string or a list of strings")
     grammar = _field(body, "grammar", str, None)
-    return {"messages": clean, "max_tokens": max_tokens, "temperature": temperature, "stop": stop, "grammar": grammar}
+    logprobs = body.get("logprobs", False)
+    if logprobs is None:
+        logprobs = False
+    if not isinstance(logprobs, bool):
+        raise RequestError(400, f"field 'logprobs' must be true or false, not {type(logprobs).__name__}")
+    top_logprobs = _field(body, "top_logprobs", int, 0)
+    if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+        raise RequestError(400, f"field 'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}")
+    if top_logprobs and not logprobs:
+        raise RequestError(400, "field 'top_logprobs' needs 'logprobs': true")
+    return {
+        "messages": clean,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": stop,
+        "grammar": grammar,
+        "logprobs": logprobs,
+        "top_logprobs": top_logprobs,
+    }
+
+
+def log_softmax(logits: Any) -> Any:
+    """log softmax: z_t - log(sum_v exp(z_v)), in float64, shifted by the max first."""
+    import numpy as np
+
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum())
+
+
+def token_entry(logp: Any, chosen: int, top: int, text_of: Any) -> dict[str, Any]:
+    """OpenAI's logprobs entry for one generated token: ``chosen``'s log-probability at its step
+    (``logp``, a log softmax over the vocabulary) and the step's ``top`` most likely tokens."""
+    import numpy as np
+
+    alternatives: list[dict[str, Any]] = []
+    if top > 0:
+        best = np.argpartition(-logp, top - 1)[:top]
+        best = best[np.lexsort((best, -logp[best]))]  # most likely first, ties by token id
+        alternatives = [{"token": text_of(int(t)), "logprob": float(logp[t])} for t in best]
+    return {"token": text_of(chosen), "logprob": float(logp[chosen]), "top_logprobs": alternatives}
+
+
+class TokenLogprobs:
+    """A llama.cpp logits processor that records every generated token's log-probability.
+
+    Called before each step's sampling with the tokens so far and the step's raw logits (before
+    any grammar), it keeps the step's log softmax and, from the last of the tokens so far, writes
+    the entry of the token chosen at the previous step. The last step's token is never fed back;
+    :meth:`finish` writes it as the step's argmax when decoding was greedy and unconstrained (where
+    that is the token chosen), and leaves it out otherwise (it is then the token that ended the reply:
+    end of text, or the end of a grammar).
+    """
+
+    def __init__(self, top: int, text_of: Any) -> None:
+        self.top = top
+        self.text_of = text_of
+        self.entries: list[dict[str, Any]] = []
+        self._last: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self._last is not None:
+            self.entries.append(token_entry(self._last, int(input_ids[-1]), self.top, self.text_of))
+        self._last = log_softmax(scores)
+        return scores
+
+    def finish(self, *, greedy_unconstrained: bool, eos: int) -> list[dict[str, Any]]:
+        if self._last is not None and greedy_unconstrained:
+            chosen = int(self._last.argmax())
+            if chosen != eos:
+                self.entries.append(token_entry(self._last, chosen, self.top, self.text_of))
+        self._last = None
+        return self.entries
 
 
 class LlamaModel:
@@ -144,6 +221,9 @@ class LlamaModel:
             self._grammars[text] = llama_cpp.LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
 
+    def _text_of(self, token: int) -> str:
+        return self.llama.detokenize([token]).decode("utf-8", "replace")
+
     def tokenize(self, text: str) -> list[int]:
         with self.lock:
             return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
@@ -183,6 +263,8 @@ class LlamaModel:
             # prompt get another answer depending on what was asked before (seen in a paired
             # evaluation: same prompt, different answers). It costs the shared prefix's evaluation.
             self.llama.reset()
+            recorder = TokenLogprobs(req["top_logprobs"], self._text_of) if req["logprobs"] else None
+            processors = llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None
             out = self.llama.create_completion(
                 prompt=tokens,
                 max_tokens=req["max_tokens"],
@@ -191,6 +273,7 @@ class LlamaModel:
                 stop=[*req["stop"], *template_stop],
                 seed=0,
                 stopping_criteria=criteria,
+                logits_processor=processors,
                 grammar=compiled,
             )
         except ValueError as err:  # e.g. "Requested tokens (5000) exceed context window of 4096"
@@ -216,6 +299,16 @@ class LlamaModel:
                     "index": 0,
                     "message": {"role": "assistant", "content": choice.get("text") or ""},
                     "finish_reason": choice.get("finish_reason"),
+                    "logprobs": (
+                        {
+                            "content": recorder.finish(
+                                greedy_unconstrained=req["temperature"] == 0 and compiled is None,
+                                eos=self.llama.token_eos(),
+                            )
+                        }
+                        if recorder is not None
+                        else None
+                    ),
                 }
             ],
             "usage": {

@@ -73,6 +73,8 @@ class LocalLLM:
 
     supports_grammar = True
     """``complete`` accepts ``grammar=`` (llama.cpp GBNF) to constrain the reply's form."""
+    supports_logprobs = True
+    """``complete`` accepts ``top_logprobs=`` (the first generated token's alternatives)."""
 
     def __init__(self, settings: LLMSettings, *, models_dir: Path) -> None:
         self.settings = settings
@@ -217,9 +219,10 @@ class LocalLLM:
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
+        top_logprobs: int | None = None,
     ) -> Completion:
         """Generate a reply (greedy at temperature 0); raises LLMTimeout, LLMError, LLMUnavailable or
-        ModelUnavailable.
+        ModelUnavailable. ``top_logprobs`` asks for the first token's alternatives.
 
         ``grammar`` (llama.cpp GBNF text) constrains the reply; an invalid grammar is an LLMError.
         A crash of the model process under this call is an LLMUnavailable naming how it ended.
@@ -229,7 +232,12 @@ class LocalLLM:
             started = time.perf_counter()
             try:
                 c = client.complete(
-                    messages, max_tokens=max_tokens, temperature=temperature, stop=stop, grammar=grammar
+                    messages,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    stop=stop,
+                    grammar=grammar,
+                    top_logprobs=top_logprobs,
                 )
             except LLMTimeout:
                 if time.perf_counter() - started >= self._client_timeout_s * 0.9 and self._child is not None:

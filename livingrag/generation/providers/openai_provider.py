@@ -78,6 +78,35 @@ def _error_type(err: openai.APIStatusError) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _pair(entry: Any) -> tuple[str, float] | None:
+    token, logprob = getattr(entry, "token", None), getattr(entry, "logprob", None)
+    if isinstance(token, str) and isinstance(logprob, int | float) and math.isfinite(logprob):
+        return token, float(logprob)
+    return None
+
+
+def _token_logprobs(choice: Any) -> tuple[tuple[str, float], ...]:
+    """``choices[0].logprobs.content`` as (token, logprob) pairs in order; empty when the server
+    sent none, or when any entry is malformed (a partial sequence would misplace the answer)."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+    pairs = [_pair(entry) for entry in content]
+    return () if any(p is None for p in pairs) else tuple(p for p in pairs if p is not None)
+
+
+def _first_token_alternatives(choice: Any) -> tuple[tuple[str, float], ...]:
+    """``choices[0].logprobs.content[0].top_logprobs`` as (token, logprob) pairs, best first; empty
+    when the server sent none or something malformed."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return ()
+    pairs: list[tuple[str, float]] = []
+    for alt in getattr(content[0], "top_logprobs", None) or []:
+        pair = _pair(alt)
+        if pair is not None:
+            pairs.append(pair)
+    return tuple(sorted(pairs, key=lambda p: -p[1]))
+
+
 class OpenAICompatibleLLM:
     """An :class:`~livingrag.generation.llm.LLM` over an OpenAI-compatible HTTP API.
 
@@ -87,6 +116,8 @@ class OpenAICompatibleLLM:
 
     supports_grammar = False
     """Whether ``complete`` sends ``grammar=`` to the server (set by the local provider)."""
+    supports_logprobs = True
+    """``complete`` takes ``top_logprobs=`` (OpenAI's ``logprobs``; a server that ignores it gives none)."""
 
     def __init__(
         self,
@@ -145,11 +176,17 @@ class OpenAICompatibleLLM:
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
+        top_logprobs: int | None = None,
     ) -> Completion:
         """One chat completion; raises LLMTimeout, LLMUnavailable or LLMError (see the module docstring).
 
         ``grammar`` is sent only when :attr:`supports_grammar` is true (else ignored).
+        ``top_logprobs`` asks for each generated token's log-probability
+        (:attr:`Completion.token_logprobs`) and, when 1-20, the first token's most likely
+        alternatives (:attr:`Completion.first_token_alternatives`).
         """
+        if top_logprobs is not None and not 0 <= top_logprobs <= 20:
+            raise ValueError(f"top_logprobs must be from 0 to 20, not {top_logprobs}")
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
@@ -160,6 +197,10 @@ class OpenAICompatibleLLM:
             request["stop"] = list(stop)
         if grammar and self.supports_grammar:
             request["extra_body"] = {"grammar": grammar}
+        if top_logprobs is not None:
+            request["logprobs"] = True
+            if top_logprobs:
+                request["top_logprobs"] = top_logprobs
         started = time.perf_counter()
         attempts = self.max_retries + 1
         last: Exception | None = None
@@ -232,4 +273,6 @@ class OpenAICompatibleLLM:
             finish_reason=getattr(choice, "finish_reason", None),
             usage_source=source,
             attempts=attempts,
+            token_logprobs=_token_logprobs(choice),
+            first_token_alternatives=_first_token_alternatives(choice),
         )
