@@ -240,6 +240,14 @@ class ExperienceSettings(_Group):
         "every setting not given explicitly.",
     )
     enabled: bool = Field(default=True, description="Read and write experiences (False: plain LinearRAG).")
+    use_flush_s: float = Field(
+        default=1.0,
+        ge=0,
+        le=3600,
+        description="Experience use counts (fusion_uses, scaffold_uses, last_used_at) are written in one batch per "
+        "tenant at most this often; a killed process loses at most this many seconds of counts. 0: each answer "
+        "writes its own.",
+    )
     answer_reuse: bool = Field(
         default=True,
         description="Answer a repeated question (same words, ignoring case and punctuation) from the active, "

@@ -248,6 +248,7 @@ def test_linear_answer_reads_and_writes_no_experience(
     assert after == before | {"query_log": before["query_log"] + 1}  # logged; nothing read back or written
     (row,) = rows(db, tenant_id, "SELECT * FROM query_log WHERE id = :i", i=a.query_log_id)
     assert row["mode"] == "linear" and list(row["fused_experience_ids"]) == [] and row["scaffold_experience_id"] is None
+    rag.uses.flush()  # use counts are written in batches (experience.use_flush_s)
     (exp,) = rows(db, tenant_id, "SELECT fusion_uses, scaffold_uses FROM experiences WHERE id = :i", i=e1)
     assert (exp["fusion_uses"], exp["scaffold_uses"]) == (0, 0)
 
@@ -267,6 +268,7 @@ def test_related_question_reuses_the_first_answers_experience(
     assert SCAFFOLD_MARK in prompt and f"Earlier question: {Q1}" in prompt
     (row,) = rows(db, tenant_id, "SELECT * FROM query_log WHERE id = :i", i=a.query_log_id)
     assert list(row["fused_experience_ids"]) == list(a.fused_ids) and row["scaffold_experience_id"] == e1
+    rag.uses.flush()  # use counts are written in batches (experience.use_flush_s)
     (exp,) = rows(db, tenant_id, "SELECT fusion_uses, scaffold_uses, last_used_at FROM experiences WHERE id = :i", i=e1)
     assert exp["fusion_uses"] == 1 and exp["scaffold_uses"] == 1 and exp["last_used_at"] is not None
     assert a.writeback is not None and a.writeback.result(timeout=120).decision in ("stored", "rejected_novelty")
@@ -315,6 +317,8 @@ def test_an_earlier_answer_is_stated_as_a_finding_with_its_names(
     c = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id, ablations=("scaffold",))
     assert c.findings == () and c.scaffold is None and "Facts found earlier" not in user_prompt(server)
     # a finding counts as a scaffold use (its summary went to the prompt)
+    rag.uses.flush()  # use counts are written in batches (experience.use_flush_s)
+    off.uses.flush()
     (use,) = rows(db, tenant_id, "SELECT scaffold_uses FROM experiences WHERE id = :i", i=e1)
     assert use["scaffold_uses"] == 2  # the finding (a) and the scaffold (b)
 
@@ -351,6 +355,7 @@ def test_an_answer_copied_from_the_masked_scaffold_is_asked_again_without_it(
     assert a.completion.attempts == 2 and a.completion_tokens == words(copied) + words(again)
     (row,) = rows(db, tenant_id, "SELECT scaffold_experience_id, answer FROM query_log WHERE id = :i", i=a.query_log_id)
     assert row["scaffold_experience_id"] is None and row["answer"] == a.answer
+    rag.uses.flush()  # use counts are written in batches (experience.use_flush_s)
     (exp,) = rows(db, tenant_id, "SELECT scaffold_uses FROM experiences WHERE id = :i", i=e1)
     assert exp["scaffold_uses"] == 0
 

@@ -5,6 +5,7 @@ unset), and with ``db.app_url`` set to a login role of its own."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -429,3 +430,27 @@ def test_the_pipeline_refuses_to_start_on_a_role_that_bypasses_rls(database_url:
                 LivingRAG(settings, db=owner)
     finally:
         owner.dispose()
+
+
+def test_a_session_connection_dropped_while_idle_is_replaced_at_checkout(
+    db: Database, database_url: str, make_tenant: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session connections are pinged only after sitting idle (engine.IDLE_PING_S): one the server
+    dropped meanwhile fails its ping and the pool hands out a new one; the session never sees it."""
+    from livingrag.db import engine as engine_module
+
+    a, _ = make_tenant("a")
+    monkeypatch.setattr(engine_module, "IDLE_PING_S", 0.2)
+    own = Database(db_settings_for(database_url))
+    try:
+        with own.tenant_session(a) as s:
+            pid = s.execute(text("SELECT pg_backend_pid()")).scalar()
+        with own.tenant_session(a) as s:  # handed back a moment ago: not pinged, the same connection
+            assert s.execute(text("SELECT pg_backend_pid()")).scalar() == pid
+        with db.owner_session() as s:
+            assert s.execute(text("SELECT pg_terminate_backend(:p, 5000)"), {"p": pid}).scalar() is True
+        time.sleep(0.3)
+        with own.tenant_session(a) as s:
+            assert s.execute(text("SELECT pg_backend_pid()")).scalar() != pid
+    finally:
+        own.dispose()

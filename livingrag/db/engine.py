@@ -22,13 +22,14 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, TextClause, create_engine, event, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from livingrag.config import DBSettings
@@ -83,6 +84,39 @@ def local_settings_statement(settings: Mapping[str, str]) -> tuple[TextClause, d
     return _set_config_sql(n), params
 
 
+IDLE_PING_S = 1.0
+"""A pooled connection idle for longer than this is pinged before it is handed out."""
+
+
+def _ping_when_idle(engine: Engine, idle_s: float) -> None:
+    """Ping a pooled connection at checkout only when it sat idle for over ``idle_s`` seconds.
+
+    SQLAlchemy's ``pool_pre_ping`` pings at every checkout: one extra round trip per session, which
+    under 32 clients was 7 % of the service's busy time. A connection given back a moment ago is
+    almost surely alive; one that sat in the pool (a server restart, an idle timeout) is what the
+    ping is for. A failed ping raises ``DisconnectionError``, on which the pool discards the
+    connection and hands out a new one (up to three tries), as pre-ping does.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn: Any, record: Any) -> None:
+        if record is not None:
+            record.info["livingrag_returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _handed_out(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get("livingrag_returned_at")
+        if returned is None or time.monotonic() - returned <= idle_s:
+            return  # new, or used a moment ago
+        try:
+            with dbapi_conn.cursor() as cur:
+                cur.execute("SELECT 1")
+            if not dbapi_conn.autocommit:
+                dbapi_conn.rollback()
+        except Exception as exc:
+            raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
+
+
 class Database:
     """Owns the engines for one server. Use :meth:`tenant_session` and :meth:`owner_session`."""
 
@@ -123,12 +157,14 @@ class Database:
             url,
             pool_size=pool_size,
             max_overflow=s.max_overflow,
-            pool_pre_ping=pre_ping,
+            pool_pre_ping=False,  # see _ping_when_idle
             **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
             pool_recycle=1800,
             connect_args={"connect_timeout": max(1, int(s.connect_timeout_s)), "options": options},
         )
         event.listen(engine, "connect", _register_vector)
+        if pre_ping:
+            _ping_when_idle(engine, IDLE_PING_S)
         if role is not None:
 
             def _set_role(dbapi_conn: Any, _record: Any) -> None:

@@ -40,6 +40,7 @@ from livingrag.experience.types import (
     ScaffoldChoice,
     WriteBackResult,
 )
+from livingrag.experience.use_counts import UseRecorder
 from livingrag.generation.llm import LLM, Completion, added
 from livingrag.generation.qa import (
     GeneratedAnswer,
@@ -158,6 +159,8 @@ class LivingRAG:
             llm = build_llm(settings.llm, data_dir=settings.db.data_dir)
         self.llm = llm
         self.store = store if store is not None else ExperienceStore(self.db, settings, llm=llm)
+        self.uses = UseRecorder(self.db, settings.experience.use_flush_s)
+        """Experience use counts, written in batches (:mod:`livingrag.experience.use_counts`)."""
         self.style = resolve_answer_style(settings.llm)
         self.mask_scaffolds = scaffolds_masked(settings)
         self._retrievers: OrderedDict[tuple[int, int], Retriever] = OrderedDict()
@@ -314,11 +317,6 @@ class LivingRAG:
         sw.total(excluding=("llm", "setup"))  # the logged row's latencies: up to the log write
         # timed after the row's total: row total + log never exceed the answer's
         with sw.step("log"), self.db.tenant_session(tenant_id) as s:
-            finding_ids = [f.experience_id for f in findings]
-            if fused_ids or scaffold_id is not None or finding_ids:
-                experience_repo.record_use(
-                    s, fused_ids=fused_ids, scaffold_id=scaffold_id, finding_ids=finding_ids, now=datetime.now(UTC)
-                )
             log_id = insert_query_log(
                 s,
                 tenant_id=tenant_id,
@@ -338,6 +336,13 @@ class LivingRAG:
         # the answer waits for the query log too: total and overhead include it (the logged row
         # holds the times up to its own insert); setup (first-query model loading) is left out
         sw.total(excluding=("llm", "setup"))
+        self.uses.record(
+            tenant_id,
+            fused_ids=fused_ids,
+            scaffold_id=scaffold_id,
+            finding_ids=[f.experience_id for f in findings],
+            now=datetime.now(UTC),
+        )
 
         future: Future[WriteBackResult] | None = None
         candidate: ExperienceCandidate | None = None
@@ -581,6 +586,7 @@ class LivingRAG:
             return
         self._closed = True
         self._worker.close(timeout)
+        self.uses.close()
         for r in self._retrievers.values():
             r.close()
         close_llm = getattr(self.llm, "close", None)

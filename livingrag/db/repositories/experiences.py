@@ -523,22 +523,54 @@ def record_use(
     """Count one fusion use for each of ``fused_ids`` and one scaffold use for ``scaffold_id`` and
     each of ``finding_ids`` (a summary shown in the prompt, as the scaffold or as a finding), and set
     their ``last_used_at``; returns the number of experiences touched."""
-    fused = sorted({int(i) for i in fused_ids})
-    shown = sorted({int(i) for i in finding_ids} | ({int(scaffold_id)} if scaffold_id is not None else set()))
-    ids = sorted(set(fused) | set(shown))
+    fused = {int(i) for i in fused_ids}
+    shown = {int(i) for i in finding_ids} | ({int(scaffold_id)} if scaffold_id is not None else set())
+    ids = sorted(fused | shown)
+    return add_uses(
+        session,
+        ids=ids,
+        fusion=[int(i in fused) for i in ids],
+        scaffold=[int(i in shown) for i in ids],
+        last_used_at=[now] * len(ids),
+    )
+
+
+def add_uses(
+    session: Session,
+    *,
+    ids: Sequence[int],
+    fusion: Sequence[int],
+    scaffold: Sequence[int],
+    last_used_at: Sequence[datetime | None],
+) -> int:
+    """Add ``fusion[k]`` fusion uses and ``scaffold[k]`` scaffold uses to experience ``ids[k]`` and
+    move its ``last_used_at`` to ``last_used_at[k]`` (the server's now() where None) unless it is
+    later already; ids must be distinct. Returns the number of experiences touched (a deleted one
+    is skipped)."""
+    if not (len(ids) == len(fusion) == len(scaffold) == len(last_used_at)):
+        raise InvalidInput("add_uses needs one fusion count, scaffold count and time per id")
     if not ids:
         return 0
-    # The rows are locked in id order first: concurrent questions that use the same experiences
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("add_uses needs distinct experience ids")
+    # The rows are locked in id order first: concurrent writers that touch the same experiences
     # then wait for each other instead of deadlocking (an UPDATE over several rows locks them in
     # whatever order its plan visits them; measured under 32 clients: "deadlock detected").
     res = session.execute(
         text(
-            "UPDATE experiences e SET fusion_uses = e.fusion_uses + (e.id = ANY(:f))::int,"
-            " scaffold_uses = e.scaffold_uses + (e.id = ANY(:s))::int, last_used_at = coalesce(:now, now())"
-            " FROM (SELECT id FROM experiences WHERE id = ANY(:ids) ORDER BY id FOR NO KEY UPDATE) l"
-            " WHERE e.id = l.id"
+            "UPDATE experiences e SET fusion_uses = e.fusion_uses + u.f, scaffold_uses = e.scaffold_uses + u.s,"
+            " last_used_at = greatest(e.last_used_at, coalesce(u.t, now()))"
+            " FROM unnest(CAST(:ids AS bigint[]), CAST(:f AS int[]), CAST(:s AS int[]), CAST(:t AS timestamptz[]))"
+            " AS u(id, f, s, t),"
+            " (SELECT id FROM experiences WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR NO KEY UPDATE) l"
+            " WHERE e.id = l.id AND u.id = l.id"
         ),
-        {"f": fused, "s": shown, "ids": ids, "now": now},
+        {
+            "ids": [int(i) for i in ids],
+            "f": [int(x) for x in fusion],
+            "s": [int(x) for x in scaffold],
+            "t": list(last_used_at),
+        },
     )
     return rowcount(res)
 
