@@ -29,7 +29,7 @@ from livingrag.bench.stats import roc_auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.generation.providers import models_dir_for
-from livingrag.generation.providers.llama_child import LlamaModel
+from livingrag.generation.providers.llama_child import LlamaModel, log_softmax
 from livingrag.generation.providers.local_models import resolve_model_path
 from livingrag.generation.qa import build_qa_prompt
 
@@ -71,11 +71,6 @@ print(
 
 def logits_now() -> np.ndarray:
     return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).astype(np.float64)
-
-
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max()
-    return z - np.log(np.exp(z).sum())
 
 
 rows = []

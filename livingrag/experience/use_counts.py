@@ -37,18 +37,20 @@ class Tally:
     scaffold: int = 0
     last_used_at: datetime | None = None
 
+    def add(self, *, fusion: int, scaffold: int, at: datetime | None) -> None:
+        """Add uses; ``last_used_at`` becomes the later of the two times."""
+        self.fusion += fusion
+        self.scaffold += scaffold
+        if at is not None and (self.last_used_at is None or at > self.last_used_at):
+            self.last_used_at = at
+
 
 def add_use(tally: dict[int, Tally], *, fused_ids: Sequence[int], shown_ids: Sequence[int], now: datetime) -> None:
     """Add one answer's uses to ``tally``: one fusion use per distinct fused id, one scaffold use
     per distinct shown id (the scaffold and the findings), last use ``now`` (the latest wins)."""
     for ids, fused in ((set(fused_ids), True), (set(shown_ids), False)):
         for i in ids:
-            t = tally.setdefault(int(i), Tally())
-            if fused:
-                t.fusion += 1
-            else:
-                t.scaffold += 1
-            t.last_used_at = now if t.last_used_at is None or now > t.last_used_at else t.last_used_at
+            tally.setdefault(int(i), Tally()).add(fusion=int(fused), scaffold=int(not fused), at=now)
 
 
 class UseRecorder:
@@ -127,11 +129,7 @@ class UseRecorder:
         with self._lock:
             into = self._pending.setdefault(tenant_id, {})
             for i, t in tally.items():
-                mine = into.setdefault(i, Tally())
-                mine.fusion += t.fusion
-                mine.scaffold += t.scaffold
-                if t.last_used_at is not None and (mine.last_used_at is None or t.last_used_at > mine.last_used_at):
-                    mine.last_used_at = t.last_used_at
+                into.setdefault(i, Tally()).add(fusion=t.fusion, scaffold=t.scaffold, at=t.last_used_at)
 
     def close(self) -> None:
         """Stop the flusher and write what is pending."""

@@ -74,7 +74,7 @@ class LocalLLM:
     supports_grammar = True
     """``complete`` accepts ``grammar=`` (llama.cpp GBNF) to constrain the reply's form."""
     supports_logprobs = True
-    """``complete`` accepts ``top_logprobs=`` (the first generated token's alternatives)."""
+    """``complete`` accepts ``top_logprobs=`` (each token's log-probability, and the first token's alternatives)."""
 
     def __init__(self, settings: LLMSettings, *, models_dir: Path) -> None:
         self.settings = settings
@@ -222,7 +222,8 @@ class LocalLLM:
         top_logprobs: int | None = None,
     ) -> Completion:
         """Generate a reply (greedy at temperature 0); raises LLMTimeout, LLMError, LLMUnavailable or
-        ModelUnavailable. ``top_logprobs`` asks for the first token's alternatives.
+        ModelUnavailable. ``top_logprobs`` asks for each token's log-probability and, when k >= 1, the
+        first token's k most likely alternatives.
 
         ``grammar`` (llama.cpp GBNF text) constrains the reply; an invalid grammar is an LLMError.
         A crash of the model process under this call is an LLMUnavailable naming how it ended.
