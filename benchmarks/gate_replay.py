@@ -109,7 +109,7 @@ for r in records:
         r["prediction"],
         r["question"],
         g.max_claims,
-        yes_no_answer_claim=args.verifier == "judge",
+        yes_no_answer_claim=bool(getattr(verifier, "judges_answers", False)),  # the store's rule
     )
     verdicts = verifier.verify(claims, passages) if claims and passages else []
     scores = [v.score for v in verdicts]
