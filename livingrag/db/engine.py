@@ -133,7 +133,10 @@ class Database:
         self.embedded: EmbeddedServer | None = None
         if settings.url is None:
             self.embedded = start_embedded(
-                settings.data_dir, cleanup_mode=embedded_cleanup, memory=memory_plan_for(settings)
+                settings.data_dir,
+                cleanup_mode=embedded_cleanup,
+                memory=memory_plan_for(settings),
+                prewarm=settings.prewarm,
             )
             owner_url = self.embedded.url
         else:
