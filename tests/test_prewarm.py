@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def test_a_process_that_starts_the_server_reads_the_store_ahead(stopped_data_dir
     from livingrag.db.embedded import server_is_running, start_embedded
 
     pgdata = stopped_data_dir / "pgdata"
+    deadline = time.monotonic() + 60  # the migrating process's server stops after that process exits
+    while server_is_running(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not server_is_running(pgdata)
     server = start_embedded(stopped_data_dir, prewarm=True)
     try:
