@@ -59,7 +59,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "current": st.current,
             "head": st.head,
             "up_to_date": st.up_to_date,
-            "prewarm": bool(db.settings.prewarm) if db.embedded else False,
+            "prewarm": db.embedded is not None and db.settings.prewarm,
             "experience_store_mb": round(store_bytes / 1024**2, 1) if store_bytes is not None else None,
         }
         plan = memory_plan_for(db.settings) if db.embedded else None

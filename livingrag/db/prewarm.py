@@ -118,7 +118,6 @@ class Prewarm:
     """A read-ahead running in a daemon thread; :meth:`wait` for its :class:`ReadAhead`."""
 
     owner_url: str
-    budget: int | None = None
     result: ReadAhead | None = None
     error: str | None = None
     _done: threading.Event = field(default_factory=threading.Event)
@@ -145,8 +144,7 @@ class Prewarm:
     def _run(self) -> None:
         try:
             files = collect_files(self.owner_url)
-            budget = default_budget() if self.budget is None else self.budget
-            self.result = read_ahead(files, budget)
+            self.result = read_ahead(files, default_budget())
             log.info("prewarm: read %s", self.result.as_dict())
         except Exception as exc:  # a server stopping under us, a database dropped meanwhile
             self.error = f"{type(exc).__name__}: {exc}"
