@@ -169,7 +169,11 @@ def _preselect_sql(
     planner can prove the predicate of the scope's own partial HNSW index
     (:mod:`livingrag.db.repositories.scope_indexes`) and walk that graph, which holds only the
     scope's experiences, instead of filtering the shared one; a scope without one uses the shared
-    index as before. Row-level security confines the statement all the same."""
+    index as before (the planner knows a scope's size from migration 0008's statistics). The
+    entity channel looks its rows up by the whole primary key, ``(tenant_id, id)`` (migration
+    0007): by ``id`` alone an owner session, which row-level security does not narrow, walks the
+    key once per tenant (PostgreSQL 18's skip scan; 19 ms instead of 3 ms for 96 rows at 100
+    tenants). Row-level security confines the statement all the same."""
     for name, value in (
         ("m", m), ("m_emb", m_emb), ("m_hits", m_hits), ("per_entity", per_entity),
         ("tenant_id", tenant_id), ("corpus_id", corpus_id),
@@ -211,7 +215,7 @@ def _preselect_sql(
             ORDER BY :alpha * (1 - (x.query_embedding <=> CAST(:q AS vector({dim})))) + (1 - :alpha) * h.dot / :bnorm
               DESC, h.id
           ) AS r
-          FROM hits h JOIN experiences x ON x.id = h.id
+          FROM hits h JOIN experiences x ON x.tenant_id = {t} AND x.id = h.id
           WHERE x.embedding_dim = {dim} AND {_ACTIVE.format(a="x.")}
           ORDER BY r
           LIMIT {m}
