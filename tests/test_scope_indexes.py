@@ -95,10 +95,20 @@ def _names(db: Database, tenant: int) -> dict[str, bool]:
 
 
 def _plan_of(db: Database, tenant: int, corpus: int) -> str:
-    """EXPLAIN of the preselection statement for (tenant, corpus) as matching runs it."""
+    """EXPLAIN of the preselection statement for (tenant, corpus) as matching runs it.
+
+    The store is analysed first, so the planner knows the scope's true size (migration 0008's
+    statistics). For a scope this small, reading it whole and sorting it is truly cheaper than its
+    HNSW index, and the planner rightly says so; scope indexes are built from 5,000 experiences,
+    where it is the other way round (measured: 3,787 experiences, 15.6 ms sorted, 1.2 ms by the
+    index). So the sort is priced out here, as the sequential and bitmap scans are: the question is
+    whether the statement *can* walk the scope's index, not which plan wins on 60 rows."""
+    with db.owner_session() as s:
+        s.execute(text("ANALYZE experiences"))
     sql = repo._preselect_sql(DIM, *repo._limits(8, 16, 256), tenant, corpus)
     params = repo._preselect_params(embedding=np.ones(DIM), seeds={1: 1.0}, now=datetime.now(UTC), alpha=0.5)
-    with db.tenant_session(tenant, local_settings={"enable_seqscan": "off", "enable_bitmapscan": "off"}) as s:
+    off = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_sort": "off"}
+    with db.tenant_session(tenant, local_settings=off) as s:
         repo.configure_vector_scan(s, ef_search=40)
         return "\n".join(r[0] for r in s.execute(text(f"EXPLAIN {sql.text}"), params))
 
