@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livingrag.bench.run_answers import load_run_answers
 from livingrag.bench.stats import roc_auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
@@ -58,15 +59,9 @@ ap.add_argument("--dump", default=None, help="Write each answer's pair here (JSO
 args = ap.parse_args()
 
 s = get_settings()
-with open(args.records, encoding="utf-8") as fh:
-    records = [json.loads(line) for line in fh if line.strip()]
-records = [r for r in records if r["system"] == args.system and r.get("prediction")]
-if args.positions:
-    lo, hi = (int(x) for x in args.positions.split(":"))
-    records = [r for r in records if lo <= int(r["position"]) < hi]
-records = list({r["question_id"]: r for r in records}.values())  # one answer per question
-if args.limit is not None:
-    records = records[: args.limit]
+records = load_run_answers(
+    args.records, system=args.system, positions=args.positions, one_per="question", limit=args.limit
+)
 docs = {d.key: d for d in load_dataset(args.dataset, args.data_dir).corpus}
 llm_settings = s.llm.model_copy(update={"provider": "local", "model": args.second_model})
 llm = build_llm(llm_settings, data_dir=s.db.data_dir)

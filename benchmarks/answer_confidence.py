@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from livingrag.bench.run_answers import load_run_answers
 from livingrag.bench.stats import roc_auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
@@ -47,15 +48,9 @@ ap.add_argument("--dump", default=None)
 args = ap.parse_args()
 
 s = get_settings()
-with open(args.records, encoding="utf-8") as fh:
-    records = [json.loads(line) for line in fh if line.strip()]
-records = [r for r in records if r["system"] == args.system and r.get("prediction")]
-if args.positions:
-    lo, hi = (int(x) for x in args.positions.split(":"))
-    records = [r for r in records if lo <= int(r["position"]) < hi]
-records = list({r["question_id"]: r for r in records}.values())  # one per question (orders repeat them)
-if args.limit is not None:
-    records = records[: args.limit]
+records = load_run_answers(
+    args.records, system=args.system, positions=args.positions, one_per="question", limit=args.limit
+)
 ds = load_dataset(args.dataset, args.data_dir)
 docs = {d.key: d for d in ds.corpus}
 path, name = resolve_model_path(args.model, models_dir_for(s.llm, s.db.data_dir))

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from livingrag.bench.run_answers import load_run_answers
 from livingrag.bench.stats import roc_auc as auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
@@ -65,16 +66,13 @@ ap.add_argument("--dump", default=None, help="Write each answer's scores here (J
 args = ap.parse_args()
 s = get_settings()
 g = s.gates
-with open(args.records, encoding="utf-8") as fh:
-    records = [json.loads(line) for line in fh if line.strip()]
-records = [r for r in records if (args.system is None or r["system"] == args.system) and r.get("prediction")]
-if args.positions:
-    lo, hi = (int(x) for x in args.positions.split(":"))
-    records = [r for r in records if lo <= int(r["position"]) < hi]
-if args.unique:
-    records = list({(r["question_id"], r["prediction"].strip().lower()): r for r in records}.values())
-if args.limit is not None:
-    records = records[: args.limit]
+records = load_run_answers(
+    args.records,
+    system=args.system,
+    positions=args.positions,
+    one_per="answer" if args.unique else None,
+    limit=args.limit,
+)
 ds = load_dataset(args.dataset, args.data_dir)
 docs = {d.key: d for d in ds.corpus}
 encoder = get_embedder(s.models.embedding_model, s.models.device, s.models.embedding_batch_size)
