@@ -1,6 +1,7 @@
 """``livingrag serve`` on the embedded database, with two worker processes (the single-process
-server runs in the crash and load tests): /health answers 200 and a tenant works end to end;
-``config show`` masks the admin key."""
+server runs in the crash and load tests): /health answers 200, a tenant works end to end, and its
+in-flight cap and request rate hold over both workers together; ``config show`` masks the admin
+key."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -34,11 +36,19 @@ def _env(data_dir: Path, llm_url: str) -> dict[str, str]:
     }
 
 
+BURST = 40
+
+
 def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="livingrag-test-serve-"))  # not under /root (see DESIGN)
     try:
-        with OpenAICompatServer() as llm:
-            srv = Server(_env(data_dir, llm.base_url), log_path=tmp_path / "server.log", args=("--workers", "2"))
+        with OpenAICompatServer(default_delay_s=1.5) as llm:
+            env = _env(data_dir, llm.base_url) | {
+                "LIVINGRAG_API__TENANT_MAX_INFLIGHT": "2",
+                "LIVINGRAG_API__TENANT_RATE_PER_S": "0.01",
+                "LIVINGRAG_API__TENANT_BURST": str(BURST),
+            }
+            srv = Server(env, log_path=tmp_path / "server.log", args=("--workers", "2"))
             srv.start(timeout=240)
             try:
                 for _ in range(6):  # whichever worker answers, it is ready: none takes a connection before
@@ -60,6 +70,27 @@ def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
                 for _ in range(6):  # whichever worker answers, the tenant sees its corpus
                     listed = httpx.get(srv.url + "/v1/corpora", headers=auth(key)).json()["items"]
                     assert [c["name"] for c in listed] == ["wiki"]
+                spent = 9  # the tenant's requests so far, each of which took a token
+
+                def ask(i: int) -> httpx.Response:  # a connection each, so both workers take some
+                    body = {"question": f"{QUESTIONS[i % 3][0]} ({i})", "corpus": cid, "mode": "linear"}
+                    return httpx.post(srv.url + "/v1/ask", json=body, headers=auth(key), timeout=60)
+
+                with ThreadPoolExecutor(8) as pool:
+                    codes = sorted(r.status_code for r in pool.map(ask, range(8)))
+                spent += 8
+                # The LLM takes 1.5 s: two questions of the tenant in flight over both workers, not two each.
+                assert codes == [200, 200] + [429] * 6, codes
+                admitted = 0
+                while True:  # one bucket for both workers: BURST requests in all (rate 0.01/s adds < 1)
+                    r = httpx.get(srv.url + "/v1/corpora", headers=auth(key))
+                    if r.status_code == 429:
+                        break
+                    assert r.status_code == 200, r.text
+                    admitted += 1
+                    assert spent + admitted <= BURST + 1, "each worker kept its own bucket"
+                assert "api.tenant_rate_per_s" in r.json()["error"]["message"]
+                assert spent + admitted >= BURST
             finally:
                 srv.stop()
     finally:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -14,11 +16,18 @@ from fastapi import FastAPI
 from livingrag import __version__
 from livingrag.api import console, errors
 from livingrag.api.deps import Services
-from livingrag.api.fairness import TenantRateLimiter, TenantSlots
+from livingrag.api.fairness import TenantRateLimiter, TenantSlots, TotalSlots
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
 from livingrag.api.routes import admin, ask, corpora, experiences, graph, health, keys, passages, store, tenants
+from livingrag.api.shared_limits import (
+    SHARED_LIMITS_ENV,
+    SharedLimitTable,
+    SharedRateLimiter,
+    SharedTenantSlots,
+    SharedTotalSlots,
+)
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -92,18 +101,22 @@ def create_app(
     rag: LivingRAG | None = None,
     preload_models: bool = True,
     models_before_serving: bool = False,
+    shared_limits: Path | None = None,
 ) -> FastAPI:
     """The HTTP app. ``db`` and ``rag`` are built from ``settings`` on startup unless given (then the
     caller owns them). Models load in the background and ``/health`` says 503 until they have; with
     ``models_before_serving`` the process accepts no connection until they have (``serve --workers
     N``: the workers share one port, so a worker still loading must not answer a readiness probe or
-    a question meant for a ready one)."""
+    a question meant for a ready one). With ``shared_limits`` (a table made by
+    :meth:`~livingrag.api.shared_limits.SharedLimitTable.create`) the question caps and request
+    rates count over every process attached to it (the workers of ``serve --workers N``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from livingrag.db.setup import open_database
         from livingrag.pipeline.core import LivingRAG
 
+        table = SharedLimitTable.attach(shared_limits) if shared_limits is not None else None
         own_db = db is None
         database = db if db is not None else open_database(settings.db)  # serve's start migrates (embedded)
         pipeline = rag if rag is not None else LivingRAG(settings, db=database)
@@ -114,9 +127,7 @@ def create_app(
             jobs=JobRegistry(
                 max_pending=settings.api.max_pending_jobs, tenant_max_pending=settings.api.tenant_max_pending_jobs
             ),
-            ask_slots=threading.BoundedSemaphore(settings.api.max_inflight),
-            tenant_slots=TenantSlots(settings.api.tenant_max_inflight),
-            rate=TenantRateLimiter(settings.api.tenant_rate_per_s, settings.api.tenant_burst),
+            **_limits(settings, table),
         )
         app.state.services = svc
         _recover_writebacks(svc)
@@ -139,6 +150,8 @@ def create_app(
                 pipeline.close(timeout=30)
             if own_db:
                 database.close()
+            if table is not None:
+                table.close()
 
     app = FastAPI(
         title="livingrag",
@@ -166,6 +179,23 @@ def create_app(
     return app
 
 
+def _limits(settings: Settings, table: SharedLimitTable | None) -> dict[str, Any]:
+    """The question caps and the request rate of :class:`Services`: in-process, or counted in
+    ``table`` over every process attached to it."""
+    api = settings.api
+    if table is None:
+        return {
+            "ask_slots": TotalSlots(api.max_inflight),
+            "tenant_slots": TenantSlots(api.tenant_max_inflight),
+            "rate": TenantRateLimiter(api.tenant_rate_per_s, api.tenant_burst),
+        }
+    return {
+        "ask_slots": SharedTotalSlots(table, api.max_inflight),
+        "tenant_slots": SharedTenantSlots(table, api.tenant_max_inflight),
+        "rate": SharedRateLimiter(table, api.tenant_rate_per_s, api.tenant_burst),
+    }
+
+
 def app_from_environment() -> FastAPI:
     """The app with settings from the environment (``livingrag serve --workers N`` builds one per
     worker, and so may another ASGI server); each worker loads its models before it takes a
@@ -175,4 +205,5 @@ def app_from_environment() -> FastAPI:
 
     settings = get_settings()
     check_admin_key(None if settings.api.admin_key is None else settings.api.admin_key.get_secret_value())
-    return create_app(settings, models_before_serving=True)
+    shared = os.environ.get(SHARED_LIMITS_ENV)
+    return create_app(settings, models_before_serving=True, shared_limits=Path(shared) if shared else None)

@@ -22,8 +22,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.add_queue import AddQueue
 from livingrag.api.errors import ApiError
-from livingrag.api.fairness import KeyedLocks, TenantRateLimiter, TenantSlots
+from livingrag.api.fairness import KeyedLocks, TenantRateLimiter, TenantSlots, TotalSlots
 from livingrag.api.jobs import JobRegistry
+from livingrag.api.shared_limits import SharedRateLimiter, SharedTenantSlots, SharedTotalSlots
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
 
@@ -44,9 +45,9 @@ class Services:
     db: Database
     rag: LivingRAG
     jobs: JobRegistry
-    ask_slots: threading.BoundedSemaphore
-    tenant_slots: TenantSlots
-    rate: TenantRateLimiter
+    ask_slots: TotalSlots | SharedTotalSlots
+    tenant_slots: TenantSlots | SharedTenantSlots
+    rate: TenantRateLimiter | SharedRateLimiter
     index_locks: KeyedLocks = field(default_factory=KeyedLocks)
     add_queue: AddQueue = field(default_factory=AddQueue)
     models_loaded: threading.Event = field(default_factory=threading.Event)

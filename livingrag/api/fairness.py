@@ -18,9 +18,43 @@ from dataclasses import dataclass
 Clock = Callable[[], float]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a tenant's request is refused: the limit's setting name, its value and the wait."""
+
+    limit: str
+    value: float
+    retry_after_s: int
+    message: str
+
+
 def retry_after_s(wait_s: float) -> int:
     """The ``Retry-After`` value (whole seconds, at least 1) for a wait of ``wait_s`` seconds."""
     return max(1, math.ceil(wait_s - 1e-9))
+
+
+def bucket_take(tokens: float, at: float, now: float, rate_per_s: float, burst: int) -> tuple[float, float]:
+    """One request against a token bucket last seen at ``at`` holding ``tokens``.
+
+    Refill: ``t = min(burst, tokens + (now - at) * rate)``; then, when ``t >= 1``, one token is
+    taken and the result is ``(t - 1, 0.0)``; otherwise nothing is taken and the result is
+    ``(t, (1 - t) / rate)``, the seconds until a token will be there."""
+    t = min(float(burst), tokens + max(0.0, now - at) * rate_per_s)
+    if t >= 1.0:
+        return t - 1.0, 0.0
+    return t, (1.0 - t) / rate_per_s
+
+
+def rate_refusal(rate_per_s: float, burst: int, wait_s: float) -> Refusal:
+    """The refusal of a request over the tenant's request rate, naming the settings."""
+    after = retry_after_s(wait_s)
+    return Refusal(
+        "api.tenant_rate_per_s",
+        rate_per_s,
+        after,
+        f"this tenant is over its request rate ({rate_per_s:g}/s, burst {burst}: "
+        f"api.tenant_rate_per_s, api.tenant_burst); retry in {after} s",
+    )
 
 
 class TokenBucket:
@@ -50,26 +84,16 @@ class TokenBucket:
         return self._tokens
 
     def take(self) -> float:
-        """Take one token: 0.0 when admitted, else the seconds until the next token."""
-        self._refill()
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return 0.0
-        return (1.0 - self._tokens) / self.rate_per_s
+        """Take one token: 0.0 when admitted, else the seconds until the next token
+        (:func:`bucket_take`)."""
+        now = self._clock()
+        self._tokens, wait = bucket_take(self._tokens, self._at, now, self.rate_per_s, self.burst)
+        self._at = now
+        return wait
 
     def idle_full(self) -> bool:
         """Whether the bucket is full (it can be forgotten: a new one is the same)."""
         return self.tokens >= self.burst
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a tenant's request is refused: the limit's setting name, its value and the wait."""
-
-    limit: str
-    value: float
-    retry_after_s: int
-    message: str
 
 
 class TenantRateLimiter:
@@ -99,16 +123,7 @@ class TenantRateLimiter:
                 self._trim()
             self._buckets.move_to_end(tenant_id)
             wait = bucket.take()
-        if wait == 0.0:
-            return None
-        after = retry_after_s(wait)
-        return Refusal(
-            "api.tenant_rate_per_s",
-            self.rate_per_s,
-            after,
-            f"this tenant is over its request rate ({self.rate_per_s:g}/s, burst {self.burst}: "
-            f"api.tenant_rate_per_s, api.tenant_burst); retry in {after} s",
-        )
+        return None if wait == 0.0 else rate_refusal(self.rate_per_s, self.burst, wait)
 
     def _trim(self) -> None:
         while len(self._buckets) > self._max:
@@ -151,6 +166,23 @@ class TenantSlots:
         """Slots ``tenant_id`` holds now."""
         with self._lock:
             return self._held.get(tenant_id, 0)
+
+
+class TotalSlots:
+    """At most ``cap`` concurrent holders in all (the questions in flight over every tenant)."""
+
+    def __init__(self, cap: int) -> None:
+        if cap < 1:
+            raise ValueError("cap must be >= 1")
+        self.cap = cap
+        self._sem = threading.BoundedSemaphore(cap)
+
+    def try_acquire(self) -> bool:
+        """Take a slot without waiting; False when all ``cap`` are taken."""
+        return self._sem.acquire(blocking=False)
+
+    def release(self) -> None:
+        self._sem.release()
 
 
 class LockBusy(Exception):
@@ -217,5 +249,8 @@ __all__ = [
     "TenantRateLimiter",
     "TenantSlots",
     "TokenBucket",
+    "TotalSlots",
+    "bucket_take",
+    "rate_refusal",
     "retry_after_s",
 ]

@@ -33,7 +33,9 @@ def serve(
         "--workers",
         min=1,
         max=64,
-        help="Worker processes: stateless replicas on one port; each loads the models before it takes a connection.",
+        help="Worker processes: stateless replicas on one port; each loads the models before it takes a connection. "
+        "The question caps and request rates (api.max_inflight, api.tenant_max_inflight, api.tenant_rate_per_s) "
+        "count over all of them.",
     ),
 ) -> None:
     import uvicorn
@@ -51,14 +53,25 @@ def serve(
         "timeout_graceful_shutdown": 30,
     }
     if workers > 1:
+        import os
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from livingrag.api.shared_limits import SHARED_LIMITS_ENV, SharedLimitTable
         from livingrag.db.setup import open_database
 
         # Start (embedded) and check or migrate the database once, before the workers attach to it.
         db = open_database(settings.db)
         db.dispose()
+        # One limit table for every worker (they inherit the environment), removed at the end.
+        limits_dir = Path(tempfile.mkdtemp(prefix="livingrag-limits-"))
+        os.environ[SHARED_LIMITS_ENV] = str(SharedLimitTable.create(limits_dir / "limits"))
         try:
             uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)
         finally:
+            os.environ.pop(SHARED_LIMITS_ENV, None)
+            shutil.rmtree(limits_dir, ignore_errors=True)
             db.close()
     else:
         uvicorn.run(create_app(settings), **common)

@@ -44,7 +44,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
             "(api.tenant_max_inflight); retry shortly",
             {"Retry-After": "1"},
         )
-    if not svc.ask_slots.acquire(blocking=False):
+    if not svc.ask_slots.try_acquire():
         svc.tenant_slots.release(tid)
         raise ApiError(
             429,
