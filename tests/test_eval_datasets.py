@@ -149,6 +149,20 @@ def test_limit_keeps_corpus_and_orders() -> None:
     assert orders == stream_orders(5, 3, seed=7) and orders[1] != orders[0]
 
 
+def test_skip_takes_a_later_window_and_names_a_bad_one() -> None:
+    whole = load_dataset("musique", FIX / "musique")
+    n = len(whole.questions)
+    assert n >= 2
+    later = load_dataset("musique", FIX / "musique", skip=1, limit=1)
+    assert later.questions == whole.questions[1:2] and later.corpus == whole.corpus
+    assert load_dataset("musique", FIX / "musique", skip=1).questions == whole.questions[1:]
+    assert whole.window(0, None) is whole
+    with pytest.raises(InvalidInput, match=f"skip {n} leaves no question"):
+        whole.window(n, 1)
+    with pytest.raises(InvalidInput, match="skip must be >= 0"):
+        whole.window(-1, 1)
+
+
 def test_passage_key_resolves_exact_text_and_chunks() -> None:
     ds = load_dataset("musique", FIX / "musique")
     ship = ds.corpus[4]

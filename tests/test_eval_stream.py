@@ -144,6 +144,25 @@ def test_stream_resumes_without_duplicates(
     assert res.exit_code != 0 and "differs in" in str(res.exception) and "systems" in str(res.exception)
 
 
+def test_skip_runs_a_later_window_of_the_questions(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "linear", "--skip", "4")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    assert sorted(r.question_id for r in records) == ["q4", "q5"]
+    assert "- Skip: 4" in (out / "report.md").read_text()
+    res = runner.invoke(
+        app,
+        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet",
+         "--systems", "linear", "--skip", "3"],
+    )  # fmt: skip
+    assert res.exit_code != 0 and "differs in" in str(res.exception) and "skip" in str(res.exception)
+    res = runner.invoke(
+        app, ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(tmp_path / "o2"),
+              "--quiet", "--skip", str(N)],
+    )  # fmt: skip
+    assert res.exit_code != 0 and f"skip {N} leaves no question" in str(res.exception)
+
+
 def test_bad_options_are_named() -> None:
     with pytest.raises(InvalidInput, match="unknown system 'lineer'"):
         parse_systems("lineer,living")

@@ -50,7 +50,14 @@ def stream(
         "order); run the others later into the same --out. LinearRAG answers each question once in any case.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the shuffled orders."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="The first N questions only."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="The first N questions only (after --skip)."),
+    skip: int = typer.Option(
+        0,
+        "--skip",
+        min=0,
+        help="Leave out the dataset's first N questions (e.g. held-out questions 301-600: --skip 300 --limit 300); "
+        "the corpus stays whole.",
+    ),
     repeat_share: float = typer.Option(
         0.0,
         "--repeat-share",
@@ -85,7 +92,7 @@ def stream(
         raise InvalidInput(f"--judge must be none or configured, got {judge!r}")
     settings = load_settings()
     names = parse_systems(systems, ablations)
-    data = load_dataset(dataset, data_dir, limit=limit)
+    data = load_dataset(dataset, data_dir, limit=limit, skip=skip)
     if repeat_share:
         from dataclasses import replace
 
@@ -108,6 +115,7 @@ def stream(
         orders=orders,
         seed=seed,
         limit=limit,
+        skip=skip,
         tenant=tenant,
         corpus=corpus or f"eval-{dataset}",
         concurrency=concurrency,
@@ -175,7 +183,11 @@ def report(
         raise InvalidInput(f"{path} does not exist: run `livingrag eval stream --out {out}` first")
     records = read_records_jsonl(path, allow_truncated_tail=True)
     run_cfg = json.loads((out / RUN_JSON).read_text()) if (out / RUN_JSON).exists() else {}
-    data = load_dataset(dataset, data_dir, limit=run_cfg.get("limit")) if data_dir is not None else None
+    data = (
+        load_dataset(dataset, data_dir, limit=run_cfg.get("limit"), skip=run_cfg.get("skip", 0))
+        if data_dir is not None
+        else None
+    )
     settings = load_settings()
     write_report(
         out,

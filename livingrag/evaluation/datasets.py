@@ -111,11 +111,20 @@ class Dataset:
 
     def head(self, n: int | None) -> Dataset:
         """The first ``n`` questions over the same corpus (``None``: all)."""
-        if n is None or n >= len(self.questions):
-            return self
-        if n < 0:
+        return self.window(0, n)
+
+    def window(self, skip: int, n: int | None) -> Dataset:
+        """Questions ``skip+1 .. skip+n`` (1-based; ``n`` None: all after the first ``skip``) over the
+        same corpus, e.g. held-out questions 301-600: ``window(300, 300)``."""
+        if n is not None and n < 0:
             raise InvalidInput(f"limit must be >= 0, got {n}")
-        return replace(self, questions=self.questions[:n])
+        if skip < 0:
+            raise InvalidInput(f"skip must be >= 0, got {skip}")
+        if skip and skip >= len(self.questions):
+            raise InvalidInput(f"skip {skip} leaves no question: the dataset has {len(self.questions)}")
+        if skip == 0 and (n is None or n >= len(self.questions)):
+            return self
+        return replace(self, questions=self.questions[skip : None if n is None else skip + n])
 
     @cached_property
     def _by_key(self) -> dict[str, Document]:
@@ -208,6 +217,7 @@ def load_dataset(
     questions: str | Path | None = None,
     corpus: str | Path | None = None,
     limit: int | None = None,
+    skip: int = 0,
     wixqa_splits: Sequence[str] = WIXQA_DEFAULT_SPLITS,
 ) -> Dataset:
     """Load the dataset ``name`` (one of :data:`DATASET_NAMES`).
@@ -215,7 +225,7 @@ def load_dataset(
     ``data_dir`` is a folder laid out like ``../shared/datasets/<name>`` (or any folder or subfolder
     holding the files the format names); for ``jsonl`` and ``linearrag`` it may also be the questions
     file itself. ``questions``/``corpus`` name the files explicitly and override discovery. ``limit``
-    keeps the first N questions (the corpus is kept whole).
+    keeps the first N questions after the first ``skip`` (the corpus is kept whole).
     """
     if name not in DATASET_NAMES:
         raise InvalidInput(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")
@@ -241,7 +251,7 @@ def load_dataset(
         ds = load_wixqa(base, splits=wixqa_splits) if qpath is None else _wixqa_from_files([qpath], cpath)
     else:
         ds = _load_generic(base, qpath, cpath)
-    return ds.head(limit)
+    return ds.window(skip, limit)
 
 
 # --------------------------------------------------------------------------------------------------

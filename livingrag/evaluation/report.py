@@ -545,7 +545,7 @@ def _header(v: _ReportView) -> list[str]:
         f"- Prices: ${p['prompt_per_m']:.2f} per million prompt tokens, "
         f"${p['completion_per_m']:.2f} per million completion tokens"
     )
-    for k in ("model", "llm", "experience_profile", "seed", "limit", "retrieval_preset", "notes"):
+    for k in ("model", "llm", "experience_profile", "seed", "skip", "limit", "retrieval_preset", "notes"):
         if cfg.get(k) is not None:
             out.append(f"- {k.replace('_', ' ').capitalize()}: {cfg[k]}")
     if row:

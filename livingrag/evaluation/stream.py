@@ -73,14 +73,16 @@ class StreamConfig:
     judge: str | None = None
     question_ids: tuple[str, ...] = field(default=(), repr=False)
     repeat_share: float = 0.0
+    skip: int = 0
 
     def identity(self) -> dict[str, Any]:
-        """The fields a resumed run must share with the interrupted one (``repeat_share`` only when set,
-        so that runs recorded before it existed still resume)."""
+        """The fields a resumed run must share with the interrupted one (``repeat_share`` and ``skip``
+        only when set, so that runs recorded before they existed still resume)."""
         d = asdict(self)
         d.pop("concurrency")
-        if not d["repeat_share"]:
-            d.pop("repeat_share")
+        for optional in ("repeat_share", "skip"):
+            if not d[optional]:
+                d.pop(optional)
         d["systems"] = list(self.systems)
         d["question_ids"] = list(self.question_ids)
         return d
