@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -64,13 +65,24 @@ def env(make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -
         yield server
 
 
-def _stream(dataset: Path, out: Path, *extra: str) -> str:
-    res = runner.invoke(
+def _invoke(dataset: Path, out: Path, *extra: str) -> Any:
+    return runner.invoke(
         app,
         ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet", *extra],
     )
+
+
+def _stream(dataset: Path, out: Path, *extra: str) -> str:
+    res = _invoke(dataset, out, *extra)
     assert res.exit_code == 0, (res.output, res.exception)
     return res.output
+
+
+def _stream_refused(dataset: Path, out: Path, *extra: str) -> str:
+    """Run ``eval stream`` expecting a refusal; its message."""
+    res = _invoke(dataset, out, *extra)
+    assert res.exit_code != 0, res.output
+    return str(res.exception)
 
 
 def test_stream_writes_records_and_report(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
@@ -137,11 +149,8 @@ def test_stream_resumes_without_duplicates(
     assert sorted(r.position for r in extended) == [0, 1, 2, 3]
     assert len(env.requests) == calls + 1
     # a different run in the same folder is refused, naming what differs
-    res = runner.invoke(
-        app,
-        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet"],
-    )
-    assert res.exit_code != 0 and "differs in" in str(res.exception) and "systems" in str(res.exception)
+    refused = _stream_refused(dataset, out)
+    assert "differs in" in refused and "systems" in refused
 
 
 def test_skip_runs_a_later_window_of_the_questions(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
@@ -150,17 +159,9 @@ def test_skip_runs_a_later_window_of_the_questions(env: OpenAICompatServer, data
     records = read_records_jsonl(out / RECORDS_JSONL)
     assert sorted(r.question_id for r in records) == ["q4", "q5"]
     assert "- Skip: 4" in (out / "report.md").read_text()
-    res = runner.invoke(
-        app,
-        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet",
-         "--systems", "linear", "--skip", "3"],
-    )  # fmt: skip
-    assert res.exit_code != 0 and "differs in" in str(res.exception) and "skip" in str(res.exception)
-    res = runner.invoke(
-        app, ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(tmp_path / "o2"),
-              "--quiet", "--skip", str(N)],
-    )  # fmt: skip
-    assert res.exit_code != 0 and f"skip {N} leaves no question" in str(res.exception)
+    refused = _stream_refused(dataset, out, "--systems", "linear", "--skip", "3")
+    assert "differs in" in refused and "skip" in refused
+    assert f"skip {N} leaves no question" in _stream_refused(dataset, tmp_path / "o2", "--skip", str(N))
 
 
 def test_bad_options_are_named() -> None:
@@ -246,9 +247,5 @@ def test_only_orders_runs_those_orders_and_the_rest_later(
     _stream(dataset, out, "--systems", "linear,living", "--orders", "3", "--seed", "7", "--only-orders", "0")
     records = read_records_jsonl(out / RECORDS_JSONL)
     assert len(records) == 2 * 3 * N and len(env.requests) - calls == N
-    res = runner.invoke(
-        app,
-        ["eval", "stream", "--dataset", "jsonl", "--data-dir", str(dataset), "--out", str(out), "--quiet",
-         "--orders", "3", "--only-orders", "3"],
-    )  # fmt: skip
-    assert res.exit_code != 0 and "--only-orders" in str(res.exception) and "0..2" in str(res.exception)
+    refused = _stream_refused(dataset, out, "--orders", "3", "--only-orders", "3")
+    assert "--only-orders" in refused and "0..2" in refused

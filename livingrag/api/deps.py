@@ -22,9 +22,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from livingrag.api.add_queue import AddQueue
 from livingrag.api.errors import ApiError
-from livingrag.api.fairness import KeyedLocks, TenantRateLimiter, TenantSlots, TotalSlots
+from livingrag.api.fairness import KeyedLocks, RateLimiter, TenantSlots, TotalSlots
 from livingrag.api.jobs import JobRegistry
-from livingrag.api.shared_limits import SharedRateLimiter, SharedTenantSlots, SharedTotalSlots
+from livingrag.api.shared_limits import SharedTenantSlots, SharedTotalSlots
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
 
@@ -47,7 +47,7 @@ class Services:
     jobs: JobRegistry
     ask_slots: TotalSlots | SharedTotalSlots
     tenant_slots: TenantSlots | SharedTenantSlots
-    rate: TenantRateLimiter | SharedRateLimiter
+    rate: RateLimiter
     index_locks: KeyedLocks = field(default_factory=KeyedLocks)
     add_queue: AddQueue = field(default_factory=AddQueue)
     models_loaded: threading.Event = field(default_factory=threading.Event)

@@ -96,17 +96,14 @@ class TokenBucket:
         return self.tokens >= self.burst
 
 
-class TenantRateLimiter:
-    """One :class:`TokenBucket` per tenant (``rate_per_s`` 0: no limit). Full buckets are
-    forgotten past ``max_tenants`` so memory stays bounded."""
+class RateLimiter:
+    """A per-tenant request rate of ``rate_per_s`` with bursts of ``burst`` (``rate_per_s`` 0: no
+    limit); subclasses keep the buckets (:meth:`_take`: one request against a tenant's bucket, the
+    wait as :func:`bucket_take` computes it)."""
 
-    def __init__(self, rate_per_s: float, burst: int, *, clock: Clock = time.monotonic, max_tenants: int = 10_000):
+    def __init__(self, rate_per_s: float, burst: int) -> None:
         self.rate_per_s = float(rate_per_s)
         self.burst = max(1, int(burst))
-        self._clock = clock
-        self._max = max_tenants
-        self._buckets: OrderedDict[int, TokenBucket] = OrderedDict()
-        self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -116,14 +113,32 @@ class TenantRateLimiter:
         """None when ``tenant_id`` may make a request now (a token is taken), else the refusal."""
         if not self.enabled:
             return None
+        wait = self._take(tenant_id)
+        return None if wait == 0.0 else rate_refusal(self.rate_per_s, self.burst, wait)
+
+    def _take(self, tenant_id: int) -> float:
+        raise NotImplementedError
+
+
+class TenantRateLimiter(RateLimiter):
+    """One in-process :class:`TokenBucket` per tenant. Full buckets are forgotten past
+    ``max_tenants`` so memory stays bounded."""
+
+    def __init__(self, rate_per_s: float, burst: int, *, clock: Clock = time.monotonic, max_tenants: int = 10_000):
+        super().__init__(rate_per_s, burst)
+        self._clock = clock
+        self._max = max_tenants
+        self._buckets: OrderedDict[int, TokenBucket] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _take(self, tenant_id: int) -> float:
         with self._lock:
             bucket = self._buckets.get(tenant_id)
             if bucket is None:
                 bucket = self._buckets[tenant_id] = TokenBucket(self.rate_per_s, self.burst, clock=self._clock)
                 self._trim()
             self._buckets.move_to_end(tenant_id)
-            wait = bucket.take()
-        return None if wait == 0.0 else rate_refusal(self.rate_per_s, self.burst, wait)
+            return bucket.take()
 
     def _trim(self) -> None:
         while len(self._buckets) > self._max:
@@ -245,6 +260,7 @@ class KeyedLocks:
 __all__ = [
     "KeyedLocks",
     "LockBusy",
+    "RateLimiter",
     "Refusal",
     "TenantRateLimiter",
     "TenantSlots",

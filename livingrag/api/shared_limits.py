@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from livingrag.api.fairness import Clock, Refusal, bucket_take, rate_refusal
+from livingrag.api.fairness import Clock, RateLimiter, bucket_take
 
 log = logging.getLogger(__name__)
 
@@ -311,24 +311,16 @@ class SharedTotalSlots:
         self.table.release(TOTAL_KEY)
 
 
-class SharedRateLimiter:
+class SharedRateLimiter(RateLimiter):
     """:class:`~livingrag.api.fairness.TenantRateLimiter` over a :class:`SharedLimitTable`: one
     token bucket per tenant for every worker together (``rate_per_s`` 0: no limit)."""
 
     def __init__(self, table: SharedLimitTable, rate_per_s: float, burst: int) -> None:
+        super().__init__(rate_per_s, burst)
         self.table = table
-        self.rate_per_s = float(rate_per_s)
-        self.burst = max(1, int(burst))
 
-    @property
-    def enabled(self) -> bool:
-        return self.rate_per_s > 0
-
-    def admit(self, tenant_id: int) -> Refusal | None:
-        if not self.enabled:
-            return None
-        wait = self.table.take_token(tenant_id, self.rate_per_s, self.burst)
-        return None if wait == 0.0 else rate_refusal(self.rate_per_s, self.burst, wait)
+    def _take(self, tenant_id: int) -> float:
+        return self.table.take_token(tenant_id, self.rate_per_s, self.burst)
 
 
 __all__ = [
