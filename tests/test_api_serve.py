@@ -91,8 +91,10 @@ def test_serve_on_the_embedded_database(tmp_path: Path) -> None:
                     assert spent + admitted <= BURST + 1, "each worker kept its own bucket"
                 assert "api.tenant_rate_per_s" in r.json()["error"]["message"]
                 assert spent + admitted >= BURST
+                assert len(list((data_dir / "run").glob("limits-*"))) == 1  # the workers' shared table
             finally:
                 srv.stop()
+            assert not list((data_dir / "run").glob("limits-*")), "serve removes its limit table at exit"
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 

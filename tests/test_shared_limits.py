@@ -20,6 +20,7 @@ from livingrag.api.shared_limits import (
     SharedRateLimiter,
     SharedTenantSlots,
     SharedTotalSlots,
+    serving_limit_file,
 )
 
 
@@ -188,3 +189,21 @@ def test_attaching_names_what_is_wrong(tmp_path: Path) -> None:
     SharedLimitTable.attach(one).close()  # the child closed: its row is free
     with pytest.raises(ValueError, match=">= 1"):
         SharedLimitTable.create(tmp_path / "bad", entries=0)
+
+
+def test_the_serving_file_lives_in_the_run_folder_and_stale_ones_go(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc, go = _spawn(SharedLimitTable.create(tmp_path / "t", entries=4, processes=2), 1, 1)
+    try:
+        alive = serving_limit_file(run, proc.pid)
+        alive.write_bytes(b"")
+    finally:
+        go.set()
+        proc.join(30)
+    gone_pid = proc.pid  # exited and reaped: a table of a serve that is gone
+    (run / "limits-notapid").write_bytes(b"")
+    (run / f"limits-{os.getppid()}").write_bytes(b"")  # a serve that still runs
+    mine = serving_limit_file(run)
+    assert mine == run / f"limits-{os.getpid()}"
+    assert not (run / f"limits-{gone_pid}").exists()
+    assert (run / "limits-notapid").exists() and (run / f"limits-{os.getppid()}").exists()

@@ -2,7 +2,8 @@
 
 Without this each worker would keep its own counts, and a tenant capped at
 ``api.tenant_max_inflight`` questions could have N times as many in flight, and N times its
-request rate. The serving command creates one small file (:meth:`SharedLimitTable.create`); each
+request rate. The serving command creates one small file under the data folder
+(:func:`serving_limit_file`, :meth:`SharedLimitTable.create`); each
 worker maps it (:meth:`SharedLimitTable.attach`) and every admission reads and writes it under an
 exclusive ``flock`` (and a thread lock, since ``flock`` does not exclude the threads of one
 process).
@@ -276,6 +277,19 @@ class SharedLimitTable:
         return self._row
 
 
+def serving_limit_file(run_dir: Path, pid: int | None = None) -> Path:
+    """Where the serving process ``pid`` (default: this one) keeps its limit table:
+    ``run_dir/limits-<pid>``. Tables left by serving processes that are gone (killed before they
+    could remove theirs) are removed first."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for old in run_dir.glob("limits-*"):
+        suffix = old.name.removeprefix("limits-")
+        if suffix.isdigit() and not _pid_alive(int(suffix)):
+            old.unlink(missing_ok=True)
+    return run_dir / f"limits-{os.getpid() if pid is None else pid}"
+
+
 class SharedTenantSlots:
     """:class:`~livingrag.api.fairness.TenantSlots` over a :class:`SharedLimitTable`: at most
     ``per_tenant`` of a tenant's questions in flight over every worker."""
@@ -331,4 +345,5 @@ __all__ = [
     "SharedRateLimiter",
     "SharedTenantSlots",
     "SharedTotalSlots",
+    "serving_limit_file",
 ]

@@ -54,24 +54,21 @@ def serve(
     }
     if workers > 1:
         import os
-        import shutil
-        import tempfile
-        from pathlib import Path
 
-        from livingrag.api.shared_limits import SHARED_LIMITS_ENV, SharedLimitTable
+        from livingrag.api.shared_limits import SHARED_LIMITS_ENV, SharedLimitTable, serving_limit_file
         from livingrag.db.setup import open_database
 
         # Start (embedded) and check or migrate the database once, before the workers attach to it.
         db = open_database(settings.db)
         db.dispose()
         # One limit table for every worker (they inherit the environment), removed at the end.
-        limits_dir = Path(tempfile.mkdtemp(prefix="livingrag-limits-"))
-        os.environ[SHARED_LIMITS_ENV] = str(SharedLimitTable.create(limits_dir / "limits"))
+        limits = SharedLimitTable.create(serving_limit_file(settings.db.data_dir / "run"))
+        os.environ[SHARED_LIMITS_ENV] = str(limits)
         try:
             uvicorn.run("livingrag.api.app:app_from_environment", factory=True, workers=workers, **common)
         finally:
             os.environ.pop(SHARED_LIMITS_ENV, None)
-            shutil.rmtree(limits_dir, ignore_errors=True)
+            limits.unlink(missing_ok=True)
             db.close()
     else:
         uvicorn.run(create_app(settings), **common)
