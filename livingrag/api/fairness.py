@@ -33,13 +33,19 @@ def retry_after_s(wait_s: float) -> int:
     return max(1, math.ceil(wait_s - 1e-9))
 
 
+def bucket_refill(tokens: float, at: float, now: float, rate_per_s: float, burst: int) -> float:
+    """The tokens at ``now`` of a bucket that held ``tokens`` at ``at``:
+    ``min(burst, tokens + max(0, now - at) * rate)``."""
+    return min(float(burst), tokens + max(0.0, now - at) * rate_per_s)
+
+
 def bucket_take(tokens: float, at: float, now: float, rate_per_s: float, burst: int) -> tuple[float, float]:
     """One request against a token bucket last seen at ``at`` holding ``tokens``.
 
-    Refill: ``t = min(burst, tokens + (now - at) * rate)``; then, when ``t >= 1``, one token is
-    taken and the result is ``(t - 1, 0.0)``; otherwise nothing is taken and the result is
-    ``(t, (1 - t) / rate)``, the seconds until a token will be there."""
-    t = min(float(burst), tokens + max(0.0, now - at) * rate_per_s)
+    Refill: ``t =`` :func:`bucket_refill`; then, when ``t >= 1``, one token is taken and the
+    result is ``(t - 1, 0.0)``; otherwise nothing is taken and the result is ``(t, (1 - t) /
+    rate)``, the seconds until a token will be there."""
+    t = bucket_refill(tokens, at, now, rate_per_s, burst)
     if t >= 1.0:
         return t - 1.0, 0.0
     return t, (1.0 - t) / rate_per_s
@@ -74,7 +80,7 @@ class TokenBucket:
 
     def _refill(self) -> None:
         now = self._clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate_per_s)
+        self._tokens = bucket_refill(self._tokens, self._at, now, self.rate_per_s, self.burst)
         self._at = now
 
     @property
@@ -266,6 +272,7 @@ __all__ = [
     "TenantSlots",
     "TokenBucket",
     "TotalSlots",
+    "bucket_refill",
     "bucket_take",
     "rate_refusal",
     "retry_after_s",

@@ -219,6 +219,13 @@ class SharedLimitTable:
                 reaped = True
         return reaped
 
+    def _room(self, e: int, cap: int) -> bool:
+        """Whether entry ``e`` holds fewer than ``cap`` slots; at the cap, once the slots of
+        processes that are gone have been given back (:meth:`_reap`)."""
+        if int(self._held[e].sum()) < cap:
+            return True
+        return self._reap() and int(self._held[e].sum()) < cap
+
     # -- operations --------------------------------------------------------------------------
 
     def try_hold(self, key: int, cap: int) -> bool:
@@ -230,7 +237,7 @@ class SharedLimitTable:
             if e is None:
                 self._unlimited[key] += 1
                 return True
-            if int(self._held[e].sum()) >= cap and not (self._reap() and int(self._held[e].sum()) < cap):
+            if not self._room(e, cap):
                 return False
             self._held[e, row] += 1
             return True
