@@ -21,10 +21,11 @@ from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
 from livingrag.experience.grounding import Claim
+from livingrag.experience.scaffold_policy import scaffolds_masked, scaffolds_shown
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.types import ClaimVerdict, UsedPassage
 from livingrag.experience.verifiers import Verifier
-from livingrag.pipeline.core import Answer, LivingRAG, scaffolds_masked
+from livingrag.pipeline.core import Answer, LivingRAG
 from livingrag.testing.openai_server import OpenAICompatServer, Step, qa_reply, words
 from livingrag.types import CorpusInfo
 from tests.corpus_support import CORPUS
@@ -321,6 +322,35 @@ def test_an_earlier_answer_is_stated_as_a_finding_with_its_names(
     off.uses.flush()
     (use,) = rows(db, tenant_id, "SELECT scaffold_uses FROM experiences WHERE id = :i", i=e1)
     assert use["scaffold_uses"] == 2  # the finding (a) and the scaffold (b)
+
+
+def test_with_the_scaffold_off_the_prompt_states_findings_but_no_scaffold(
+    db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    """experience.scaffold=off: eq. 13 picks nothing, so no scaffold block and no scaffold use is
+    logged; an experience over the findings floor is still stated as a finding."""
+    tenant_id, corpus = clean
+    off = make_rag(experience={"scaffold": "off", "findings_k": 0})
+    e1 = store_first(off, tenant_id, corpus)
+    a = off.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    assert a.match is not None and e1 in [m.id for m in a.match.top]  # matched ...
+    assert a.match.scaffold_id is None and a.scaffold is None  # ... but not shown
+    assert SCAFFOLD_MARK not in user_prompt(server)
+    (row,) = rows(db, tenant_id, "SELECT scaffold_experience_id FROM query_log WHERE id = :i", i=a.query_log_id)
+    assert row["scaffold_experience_id"] is None
+    stated = make_rag(experience={"scaffold": "off", "findings_floor": 0.0})
+    b = stated.answer(Q2, tenant=tenant_id, corpus=corpus.id)
+    assert [f.experience_id for f in b.findings] == [e1] and b.scaffold is None
+    prompt = user_prompt(server)
+    assert "Facts found earlier" in prompt and SCAFFOLD_MARK not in prompt
+
+
+def test_scaffold_auto_is_off_for_the_local_model_only(server: OpenAICompatServer) -> None:
+    assert scaffolds_shown(make_settings(server.base_url))  # openai: eq. 13-14 as written
+    assert not scaffolds_shown(get_settings(llm={"provider": "local"}))
+    assert scaffolds_shown(get_settings(llm={"provider": "local"}, experience={"scaffold": "on"}))
+    assert not scaffolds_shown(make_settings(server.base_url, experience={"scaffold": "off"}))
+    assert scaffolds_shown(get_settings(llm={"provider": "local"}, experience={"profile": "paper"}))
 
 
 def test_an_answer_copied_from_the_masked_scaffold_is_asked_again_without_it(

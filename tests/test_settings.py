@@ -127,9 +127,10 @@ def test_the_paper_profile_writes_the_equations_as_the_paper_does(monkeypatch: p
     monkeypatch.setenv("LIVINGRAG_EXPERIENCE__SCAFFOLD_FLOOR", "0.2")
     paper = get_settings()
     e = paper.experience
-    assert (e.fusion_floor, e.fusion_template_floor, e.top_h, e.scaffold_entities, e.scaffold_template_floor) == (
-        -1.0, 0.0, None, "keep", 0.0,
+    assert (e.fusion_floor, e.fusion_template_floor, e.top_h, e.scaffold, e.scaffold_entities) == (
+        -1.0, 0.0, None, "on", "keep",
     )  # fmt: skip
+    assert e.scaffold_template_floor == 0.0
     assert e.scaffold_floor == 0.2 and e.top_k == tuned.experience.top_k
     assert paper.gates.answer_form is False
     assert ExperienceSettings(profile="paper").model_dump(include=set(PAPER_EXPERIENCE)) == PAPER_EXPERIENCE

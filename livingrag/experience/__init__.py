@@ -4,7 +4,8 @@ Pure math lives in small modules with no database, torch or settings import:
 :mod:`similarity`, :mod:`matching` (eq. 7), :mod:`fusion` (eq. 8-10), :mod:`sparsify` (eq. 5),
 :mod:`template` (eq. 11), :mod:`scaffold` (eq. 12-13), :mod:`keysent` (eq. 6),
 :mod:`novelty` (eq. 17-18) and :mod:`grounding` (eq. 15-16). :mod:`verifiers` scores claims
-against evidence; :mod:`store` composes everything with the SQL in
+against evidence; :mod:`scaffold_policy` reads from the settings whether the prompt shows a
+scaffold and masks its names; :mod:`store` composes everything with the SQL in
 :mod:`livingrag.db.repositories.experiences`. This package's ``__init__`` imports nothing so the
 pure modules stay light.
 """

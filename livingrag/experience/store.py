@@ -43,6 +43,7 @@ from livingrag.experience.keysent import compose_summary, keysent, top_entities
 from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_from_cosines, top_k
 from livingrag.experience.novelty import is_novel, novelty_score
 from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
+from livingrag.experience.scaffold_policy import scaffolds_shown
 from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import mask
 from livingrag.experience.types import (
@@ -110,6 +111,8 @@ class ExperienceStore:
         self.settings = settings
         self.exp = settings.experience
         self.gates = settings.gates
+        self.scaffolds_shown = scaffolds_shown(settings)
+        """``experience.scaffold``: False leaves eq. 13's scaffold out of every match (findings stay)."""
         self._encoder = encoder
         self._llm = llm
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -253,7 +256,7 @@ class ExperienceStore:
         exp = self.exp
         lam, tfloor, ftfloor = exp.scaffold_lambda, exp.scaffold_template_floor, exp.fusion_template_floor
         t_tpl = time.perf_counter()
-        need_templates = lam > 0 or tfloor > 0 or ftfloor > 0
+        need_templates = (self.scaffolds_shown and (lam > 0 or tfloor > 0)) or ftfloor > 0
         tsims = self._template_similarities(encoding, rows) if need_templates else np.zeros(len(rows))
         template_ms = _ms(t_tpl)
         # eq. 9-10 over the top K; experiences under the fusion floor (or, with fusion_template_floor,
@@ -286,7 +289,7 @@ class ExperienceStore:
 
         t2 = time.perf_counter()
         s_scaf = scaffold_scores(scores, tsims, lam)
-        pick = select_scaffold(s_scaf, self.exp.scaffold_floor, tsims, tfloor)
+        pick = select_scaffold(s_scaf, self.exp.scaffold_floor, tsims, tfloor) if self.scaffolds_shown else None
         scaffold = None
         if pick is not None:
             scaffold = ScaffoldChoice(

@@ -30,6 +30,7 @@ from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.answer_reuse import pick_repeat
 from livingrag.experience.keysent import parse_summary
+from livingrag.experience.scaffold_policy import scaffolds_masked
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import has_placeholder, mask, mask_scaffold
 from livingrag.experience.types import (
@@ -600,14 +601,6 @@ class LivingRAG:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def scaffolds_masked(settings: Settings) -> bool:
-    """``experience.scaffold_entities``: ``auto`` masks for the local model (on the first 100 2Wiki
-    questions the 0.5B model answered with the scaffold's own earlier answer in 27 of 95 scaffolded
-    prompts, 21 of them wrong) and keeps names for any other provider, as eq. 6 writes them."""
-    mode = settings.experience.scaffold_entities
-    return settings.llm.provider == "local" if mode == "auto" else mode == "mask"
 
 
 def _summary_for_prompt(summary: str, *, masked: bool = False) -> Scaffold:
