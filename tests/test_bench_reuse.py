@@ -19,6 +19,7 @@ from livingrag.bench.reuse_metrics import (
     mean_std,
     memory_order,
     memory_prior,
+    model_reuse_room,
     per_passage_recall,
     related,
     select_experiences,
@@ -108,6 +109,75 @@ def test_add_prior_scales_by_the_largest_reset() -> None:
     assert np.allclose(add_prior(reset, {}, 0.5), reset)
     assert np.allclose(add_prior(np.zeros(2), {1: 1.0}, 0.5), [0.0, 0.5])
     assert reset[0] == 0.0  # not modified in place
+
+
+def test_model_reuse_room_counts_what_earlier_right_answers_could_fix_in_stream_order() -> None:
+    answers = [["Brevik"], ["Kiruna"], ["brevik.", "Brevik town"], ["Olaf"], ["Kiruna"], ["Oslo"]]
+    subs = [["Marta", "Brevik"], ["Henrik", "Kiruna"], ["Marta", "Brevik"], ["Brevik", "Olaf"], ["x", "Kiruna"], []]
+    ids = [{"1", "2"}, {"3", "4"}, {"1", "5"}, {"2", "6"}, {"3", "7"}, {"8"}]
+    right = [True, False, False, False, True, None]  # the last question was not answered
+    # file order: q2 has q0's answer (after normalisation), q3 has it as a sub-answer, q4 is right
+    # while q1, which shares sub-question 3 with it, was answered wrong
+    assert model_reuse_room([0, 1, 2, 3, 4, 5], right, answers, subs, ids) == {
+        "answered": 5,
+        "right": 2,
+        "fix_answer": 1,
+        "fix_subanswer": 1,
+        "at_risk": 1,
+    }
+    # the same answers in another order: no right answer comes before a wrong one it could fix, and
+    # q0 now follows its related wrong q2 and q3
+    assert model_reuse_room([3, 2, 1, 0, 4, 5], right, answers, subs, ids) == {
+        "answered": 5,
+        "right": 2,
+        "fix_answer": 0,
+        "fix_subanswer": 0,
+        "at_risk": 2,
+    }
+    assert model_reuse_room([], right, answers, subs, ids)["answered"] == 0
+
+
+def test_linear_correctness_reads_linearrag_answers_and_names_a_bad_file(tmp_path: Path) -> None:
+    from livingrag.bench.run_answers import linear_correctness
+    from livingrag.errors import InvalidInput
+
+    rows = [
+        {
+            "system": "linear",
+            "order": 0,
+            "position": 0,
+            "question_id": "a",
+            "prediction": "Oslo",
+            "contain_correct": True,
+        },
+        {
+            "system": "linear",
+            "order": 1,
+            "position": 3,
+            "question_id": "a",
+            "prediction": "Oslo",
+            "contain_correct": True,
+        },
+        {
+            "system": "linear",
+            "order": 0,
+            "position": 1,
+            "question_id": "b",
+            "prediction": "x",
+            "contain_correct": False,
+        },
+        {"system": "linear", "order": 0, "position": 2, "question_id": "c", "prediction": "", "contain_correct": False},
+        {"system": "living", "order": 0, "position": 2, "question_id": "d", "prediction": "y", "contain_correct": True},
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert linear_correctness(path) == {"a": True, "b": False}  # a failed answer (no prediction) is unknown
+    with pytest.raises(InvalidInput, match="no such file"):
+        linear_correctness(tmp_path / "missing.jsonl")
+    only_living = tmp_path / "living.jsonl"
+    only_living.write_text(json.dumps(rows[-1]) + "\n")
+    with pytest.raises(InvalidInput, match="no LinearRAG answer"):
+        linear_correctness(only_living)
 
 
 # ---------------------------------------------------------------- end to end
@@ -215,6 +285,27 @@ def test_bench_reuse_end_to_end_on_a_tiny_stream(db: Any, tmp_path: Path) -> Non
     assert rows["passages→slot"]["used_share"] == 0.75 and 0.0 < rows["eq8"]["used_share"] <= 0.75
     text = format_report(out)
     assert "per-passage recall" in text and "K 3" in text and "preset musique" in text and "eq8" in text
+    assert out["model_room"] == {} and "room the answer model" not in text
+
+    # an answer model's LinearRAG answers: the first question right, the third (which shares its
+    # sub-question 1 and has its answer Brevik as a sub-answer) wrong, the last unknown
+    right = {"2hop__1_2": True, "2hop__3_4": False, "2hop__1_5": False}
+    with_model = run_reuse_bench(
+        db, settings, data, dataset_name="musique", orders=2, seed=1, tenant=tenant, answer_model=right,
+        answer_source="run-x",
+    )  # fmt: skip
+    po = with_model["per_order"][0]["model_room"]  # order 0 is the file order
+    assert po == {"answered": 3, "right": 1, "fix_answer": 0, "fix_subanswer": 1, "at_risk": 0}
+    assert with_model["model_room"]["answered"] == 3 and with_model["answer_source"] == "run-x"
+    assert with_model["model_room"]["right"] == pytest.approx(1 / 3, abs=1e-4)
+    text = format_report(with_model)
+    assert "room the answer model leaves for reuse (run-x" in text and "ceiling" in text
+    from livingrag.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="answers none of this stream's questions"):
+        run_reuse_bench(
+            db, settings, data, dataset_name="musique", orders=1, tenant=tenant, answer_model={"other": True}
+        )
 
     # the reset-prior ranking with no prior is the retriever's own ranking
     tid, _ = service.ensure_tenant(db, tenant, create=False)

@@ -23,6 +23,13 @@ Definitions (``k`` a cut-off, ``G`` a question's gold passages, ``R`` its ranked
   fewer memory passages the base ranking fills the list.
 * Union bounds (oracles, no ranking): a gold passage counts as found when it is in ``R[:k]`` or in
   a given set (what earlier related questions retrieved, or their gold passages).
+* Room an answer model leaves for reuse (an oracle over one model's LinearRAG answers, ``right_i``
+  = Contain-correct, unknown for a question it did not answer): over one stream order, question
+  ``i`` is *fixable by an answer* when it was answered wrong and some earlier ``j`` answered right
+  has ``norm(answer_j)`` among ``norm`` of ``i``'s gold answer and aliases (a stored right answer
+  states ``i``'s answer); else *fixable by a sub-answer* when such a ``j``'s answer is one of ``i``'s
+  sub-answers (the model must still compose the hop); *at risk* when ``i`` was answered right and
+  an earlier related question was answered wrong (a stored wrong answer could mislead it).
 """
 
 from __future__ import annotations
@@ -91,6 +98,36 @@ def answer_contained(
     mine = {normalize_answer(a) for a in sub_answers} - {""}
     theirs = {normalize_answer(earlier_answer), *(normalize_answer(a) for a in earlier_sub_answers)} - {""}
     return bool(mine & theirs)
+
+
+def model_reuse_room(
+    order: Sequence[int],
+    right: Sequence[bool | None],
+    answers: Sequence[Sequence[str]],
+    sub_answers: Sequence[Collection[str]],
+    sub_ids: Sequence[Collection[str]],
+) -> dict[str, int]:
+    """Tally, over the stream ``order`` (question indices), what one answer model leaves for reuse
+    (see the module docstring): ``answered`` (``right_i`` known), ``right``, ``fix_answer``,
+    ``fix_subanswer`` and ``at_risk``. ``answers[i]`` is the gold answer, then its aliases."""
+    out = {"answered": 0, "right": 0, "fix_answer": 0, "fix_subanswer": 0, "at_risk": 0}
+    right_answers: set[str] = set()  # norm(gold answer) of the earlier questions answered right
+    earlier: list[int] = []
+    for i in order:
+        ok = right[i]
+        if ok is not None:
+            out["answered"] += 1
+            if ok:
+                out["right"] += 1
+                out["at_risk"] += any(right[j] is False for j in related(sub_ids, i, earlier))
+            elif right_answers & ({normalize_answer(a) for a in answers[i]} - {""}):
+                out["fix_answer"] += 1
+            elif right_answers & ({normalize_answer(a) for a in sub_answers[i]} - {""}):
+                out["fix_subanswer"] += 1
+            if ok and answers[i] and normalize_answer(answers[i][0]):
+                right_answers.add(normalize_answer(answers[i][0]))
+        earlier.append(i)
+    return out
 
 
 def select_experiences(
@@ -166,6 +203,7 @@ __all__ = [
     "mean_std",
     "memory_order",
     "memory_prior",
+    "model_reuse_room",
     "per_passage_recall",
     "related",
     "select_experiences",

@@ -38,12 +38,19 @@ Findings (``experience.findings_k``; beyond the paper): at each floor of :data:`
 the setting's, how often some finding is shown, one is related, one's gold answer is one of the
 question's sub-answers, and how many unrelated ones a question gets; once leaving out the eq. 13
 scaffold's experience and once counting it.
+
+The room an answer model leaves (``--answers RUN/records.jsonl``, that model's LinearRAG answers;
+an oracle, no retrieval): per order, the share of questions it answered right, and of those it
+answered wrong, the ones an earlier question it answered right could fix by stating its answer
+(the same gold answer) or an intermediate answer (one of the question's sub-answers), and the right
+ones an earlier related question answered wrong could mislead. Right plus fixable is the ceiling of
+answer and finding reuse with that model, whatever the gate and the matching do.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,12 +63,14 @@ from livingrag.bench.reuse_metrics import (
     mean_std,
     memory_order,
     memory_prior,
+    model_reuse_room,
     per_passage_recall,
     related,
     select_experiences,
     slot_merge,
     union_recall,
 )
+from livingrag.errors import InvalidInput
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -228,10 +237,15 @@ def run_reuse_bench(
     limit: int | None = None,
     variants: Sequence[Variant] | None = None,
     gammas: Sequence[float] = (),
+    answer_model: Mapping[str, bool] | None = None,
+    answer_source: str | None = None,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Replay the stream in every order and measure (see the module docstring); a JSON-ready dict."""
+    """Replay the stream in every order and measure (see the module docstring); a JSON-ready dict.
+    ``answer_model`` (question id -> Contain-correct, from one answer model's LinearRAG run named
+    by ``answer_source``) adds the room that model leaves for reuse in each order
+    (:func:`~livingrag.bench.reuse_metrics.model_reuse_room`)."""
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
     from livingrag.evaluation.datasets import stream_orders
@@ -291,6 +305,10 @@ def run_reuse_bench(
     emb = np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
     tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
 
+    right = [None if answer_model is None else answer_model.get(q.id) for q in qs]
+    answers = [q.answers for q in qs]
+    if answer_model is not None and not any(r is not None for r in right):
+        raise InvalidInput(f"--answers: {answer_source or 'the run'} answers none of this stream's questions")
     names = ["base", *(v.name for v in variants)]
     bounds = ["bound: base ∪ related retrieved", "bound: base ∪ related gold"] if has_decomp else []
     per_order: list[dict[str, Any]] = []
@@ -428,6 +446,11 @@ def run_reuse_bench(
                     "fused": fused,
                     "graph_transfer": transfer,
                 }
+                | (
+                    {}
+                    if answer_model is None
+                    else {"model_room": model_reuse_room(order, right, answers, sub_answers, sub_ids)}
+                )
             )
     retriever.close()
     return _summarise(
@@ -467,6 +490,7 @@ def run_reuse_bench(
                 "findings_floor": e.findings_floor,
             },
             "variants": [v.__dict__ for v in variants],
+            "answer_source": answer_source if answer_model is not None else None,
             "index_seconds": round(index_s, 2),
             "seconds": round(time.perf_counter() - t_start, 2),
         },
@@ -510,6 +534,16 @@ def _summarise(
                 }
             else:
                 reuse[key] = round(float(np.mean([po["counts"][key] / max(n, 1) for po in per_order])), 4)
+    model_room: dict[str, float] = {}
+    if per_order and "model_room" in per_order[0]:
+        parts = [part for part in per_order[0]["model_room"] if part != "answered"]
+        model_room = {
+            part: round(
+                float(np.mean([po["model_room"][part] / max(po["model_room"]["answered"], 1) for po in per_order])), 4
+            )
+            for part in parts
+        }
+        model_room["answered"] = per_order[0]["model_room"]["answered"]
     return {
         "metric": "per-passage recall: share of a question's gold passages found in the top k, averaged over "
         "questions with gold (mean over orders; std = sample std over orders)",
@@ -517,6 +551,7 @@ def _summarise(
         "rows": rows,
         "reuse": reuse,
         "findings": findings,
+        "model_room": model_room,
         "per_order": per_order,
     }
 
@@ -601,6 +636,28 @@ def format_report(out: dict[str, Any]) -> str:
             "of the question's sub-answers, what a stored answer can state; unrelated/q: findings per question "
             "that share no sub-question; findings leave out the eq. 13 scaffold's experience, \"with the "
             "scaffold's\" counts them as if they did not)"
+        )
+    room = out.get("model_room")
+    if room:
+        ceiling = room["right"] + room["fix_answer"] + room["fix_subanswer"]
+        lines.append("")
+        lines.append(
+            f"room the answer model leaves for reuse ({out.get('answer_source')}: its LinearRAG answers to "
+            f"{room['answered']} questions), share of those questions, mean over orders:"
+        )
+        lines.append(f"  {room['right']:6.1%}  answered right (LinearRAG's Contain-Acc with this model)")
+        lines.append(
+            f"  {room['fix_answer']:6.1%}  wrong, and an earlier question answered right has the same gold answer"
+        )
+        lines.append(
+            f"  {room['fix_subanswer']:6.1%}  wrong, and an earlier question answered right has one of its "
+            "sub-answers as its gold answer"
+        )
+        lines.append(f"  {room['at_risk']:6.1%}  right, and an earlier related question was answered wrong (at risk)")
+        lines.append(
+            f"  {ceiling:6.1%}  ceiling of answer and finding reuse with this model (right + both fixable: a "
+            f"perfect gate, perfect matching, and a model that uses what it is shown), "
+            f"{ceiling - room['right']:+.1%} over LinearRAG"
         )
     lines.append(f"indexing {out['index_seconds']} s; total {out['seconds']} s")
     return "\n".join(lines)

@@ -293,12 +293,17 @@ def pipeline(
     "memory (in the PPR reset or a top-k slot), the same-group oracles on MuSiQue (only earlier questions that "
     "share a single-hop sub-question) and two union bounds; then how often a related earlier experience exists, "
     "is matched (eq. 7 top K), is used, and the scaffold oracle (an earlier gold answer or sub-answer equals a "
-    "sub-answer of the question). The corpus is indexed once (tenant 'bench', as `bench retrieval`); the "
+    "sub-answer of the question). With --answers (an answer model's `eval stream` run), also the room that "
+    "model leaves for reuse: its right answers, the wrong ones an earlier right answer could fix, the right ones "
+    "an earlier wrong answer could mislead, and the ceiling. The corpus is indexed once (tenant 'bench', as "
+    "`bench retrieval`); the "
     "retrieval preset is the dataset's. Experience settings come from LIVINGRAG_EXPERIENCE__*."
     + examples(
         "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --orders 3",
         "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --orders 5 --json",
         "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse --gamma 2 --gamma 8",
+        "livingrag bench reuse --dataset musique --data-dir ../shared/datasets/musique_reuse "
+        "--answers runs/musique-linear/records.jsonl",
         "LIVINGRAG_EXPERIENCE__BETA=1.0 livingrag bench reuse --dataset 2wikimultihopqa --data-dir DATA --limit 300",
     ),
 )
@@ -318,16 +323,24 @@ def reuse(
         min=0,
         help="Also run passages→reset (and its oracle) with this prior strength (repeatable; default only beta).",
     ),
+    answers: Path | None = typer.Option(
+        None,
+        "--answers",
+        help="records.jsonl of an `eval stream` run with LinearRAG over this dataset: also print the room its "
+        "answer model leaves for answer and finding reuse (an oracle; LinearRAG keeps no state, so any order).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from livingrag.bench.reuse_replay import format_report, run_reuse_bench
+    from livingrag.bench.run_answers import linear_correctness
     from livingrag.cli.common import err_console, open_database
     from livingrag.corpus.progress import NullProgress, RichProgress
     from livingrag.evaluation.datasets import load_dataset
 
     settings = load_settings()
     data = load_dataset(dataset, data_dir)
+    answer_model = None if answers is None else linear_correctness(answers)
     progress = NullProgress() if quiet else RichProgress(err_console)
     with open_database(settings) as db:
         out = run_reuse_bench(
@@ -341,6 +354,8 @@ def reuse(
             preset=preset,
             limit=limit,
             gammas=gamma,
+            answer_model=answer_model,
+            answer_source=None if answers is None else str(answers),
             progress=progress,
             log=None if quiet else (lambda msg: err_console.print(f"[dim]{msg}[/dim]")),
         )
