@@ -135,6 +135,16 @@ def test_model_reuse_room_counts_what_earlier_right_answers_could_fix_in_stream_
         "at_risk": 2,
     }
     assert model_reuse_room([], right, answers, subs, ids)["answered"] == 0
+    # what earlier related questions said: q0 names Marta, q2's intermediate answer, and Brevik,
+    # q3's (related to q0 through sub-question 2), both answered wrong; q1 names q4's intermediate
+    # answer "x", but q4 was answered right; "Henrikson" is not q1's intermediate answer Henrik, and
+    # q1 has no earlier related question anyway
+    outputs = ["Marta. The director Marta was born in Brevik.", "x is here", "Henrikson", "?", None, None]
+    room = model_reuse_room([0, 1, 2, 3, 4, 5], right, answers, subs, ids, outputs)
+    assert room == {"answered": 5, "right": 2, "fix_answer": 1, "fix_subanswer": 1, "at_risk": 1, "bridged": 2}
+    # whole words only: "Brevikson" does not name Brevik
+    outputs[0] = "Brevikson and Martaville"
+    assert model_reuse_room([0, 1, 2, 3, 4, 5], right, answers, subs, ids, outputs)["bridged"] == 0
 
 
 def test_linear_correctness_reads_linearrag_answers_and_names_a_bad_file(tmp_path: Path) -> None:
@@ -171,7 +181,8 @@ def test_linear_correctness_reads_linearrag_answers_and_names_a_bad_file(tmp_pat
     ]
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert linear_correctness(path) == {"a": True, "b": False}  # a failed answer (no prediction) is unknown
+    # a failed answer (no prediction) is unknown
+    assert linear_correctness(path) == {"a": (True, "Oslo"), "b": (False, "x")}
     with pytest.raises(InvalidInput, match="no such file"):
         linear_correctness(tmp_path / "missing.jsonl")
     only_living = tmp_path / "living.jsonl"
@@ -289,13 +300,14 @@ def test_bench_reuse_end_to_end_on_a_tiny_stream(db: Any, tmp_path: Path) -> Non
 
     # an answer model's LinearRAG answers: the first question right, the third (which shares its
     # sub-question 1 and has its answer Brevik as a sub-answer) wrong, the last unknown
-    right = {"2hop__1_2": True, "2hop__3_4": False, "2hop__1_5": False}
+    right = {"2hop__1_2": (True, "Marta Quell was born in Brevik"), "2hop__3_4": (False, "?"), "2hop__1_5": (False, "")}
     with_model = run_reuse_bench(
         db, settings, data, dataset_name="musique", orders=2, seed=1, tenant=tenant, answer_model=right,
         answer_source="run-x",
     )  # fmt: skip
     po = with_model["per_order"][0]["model_room"]  # order 0 is the file order
-    assert po == {"answered": 3, "right": 1, "fix_answer": 0, "fix_subanswer": 1, "at_risk": 0}
+    # the first question's output names Marta Quell and Brevik, the third's intermediate answers
+    assert po == {"answered": 3, "right": 1, "fix_answer": 0, "fix_subanswer": 1, "at_risk": 0, "bridged": 1}
     assert with_model["model_room"]["answered"] == 3 and with_model["answer_source"] == "run-x"
     assert with_model["model_room"]["right"] == pytest.approx(1 / 3, abs=1e-4)
     text = format_report(with_model)
@@ -304,7 +316,7 @@ def test_bench_reuse_end_to_end_on_a_tiny_stream(db: Any, tmp_path: Path) -> Non
 
     with pytest.raises(InvalidInput, match="answers none of this stream's questions"):
         run_reuse_bench(
-            db, settings, data, dataset_name="musique", orders=1, tenant=tenant, answer_model={"other": True}
+            db, settings, data, dataset_name="musique", orders=1, tenant=tenant, answer_model={"other": (True, "")}
         )
 
     # the reset-prior ranking with no prior is the retriever's own ranking

@@ -29,7 +29,12 @@ Definitions (``k`` a cut-off, ``G`` a question's gold passages, ``R`` its ranked
   has ``norm(answer_j)`` among ``norm`` of ``i``'s gold answer and aliases (a stored right answer
   states ``i``'s answer); else *fixable by a sub-answer* when such a ``j``'s answer is one of ``i``'s
   sub-answers (the model must still compose the hop); *at risk* when ``i`` was answered right and
-  an earlier related question was answered wrong (a stored wrong answer could mislead it).
+  an earlier related question was answered wrong (a stored wrong answer could mislead it); and
+  *bridged* when it was answered wrong and an earlier related question's output (its answer and
+  explanation, right or wrong) contains ``norm`` of one of ``i``'s intermediate sub-answers as whole
+  words (all but
+  the last): the room for reuse that states what earlier questions' evidence said rather than their
+  answers.
 """
 
 from __future__ import annotations
@@ -106,11 +111,16 @@ def model_reuse_room(
     answers: Sequence[Sequence[str]],
     sub_answers: Sequence[Collection[str]],
     sub_ids: Sequence[Collection[str]],
+    outputs: Sequence[str | None] | None = None,
 ) -> dict[str, int]:
     """Tally, over the stream ``order`` (question indices), what one answer model leaves for reuse
     (see the module docstring): ``answered`` (``right_i`` known), ``right``, ``fix_answer``,
-    ``fix_subanswer`` and ``at_risk``. ``answers[i]`` is the gold answer, then its aliases."""
+    ``fix_subanswer``, ``at_risk`` and, given the model's ``outputs`` (answer and explanation; None
+    where unknown), ``bridged``. ``answers[i]`` is the gold answer, then its aliases;
+    ``sub_answers[i]`` are in hop order, the last the final one."""
     out = {"answered": 0, "right": 0, "fix_answer": 0, "fix_subanswer": 0, "at_risk": 0}
+    if outputs is not None:
+        out["bridged"] = 0
     right_answers: set[str] = set()  # norm(gold answer) of the earlier questions answered right
     earlier: list[int] = []
     for i in order:
@@ -124,6 +134,10 @@ def model_reuse_room(
                 out["fix_answer"] += 1
             elif right_answers & ({normalize_answer(a) for a in sub_answers[i]} - {""}):
                 out["fix_subanswer"] += 1
+            if not ok and outputs is not None:
+                bridges = {normalize_answer(a) for a in list(sub_answers[i])[:-1]} - {""}
+                said = [f" {normalize_answer(outputs[j] or '')} " for j in related(sub_ids, i, earlier)]
+                out["bridged"] += any(f" {b} " in text for b in bridges for text in said)
             if ok and answers[i] and normalize_answer(answers[i][0]):
                 right_answers.add(normalize_answer(answers[i][0]))
         earlier.append(i)

@@ -237,13 +237,14 @@ def run_reuse_bench(
     limit: int | None = None,
     variants: Sequence[Variant] | None = None,
     gammas: Sequence[float] = (),
-    answer_model: Mapping[str, bool] | None = None,
+    answer_model: Mapping[str, tuple[bool, str]] | None = None,
     answer_source: str | None = None,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Replay the stream in every order and measure (see the module docstring); a JSON-ready dict.
-    ``answer_model`` (question id -> Contain-correct, from one answer model's LinearRAG run named
+    ``answer_model`` (question id -> (Contain-correct, answer and explanation), from one answer
+    model's LinearRAG run named
     by ``answer_source``) adds the room that model leaves for reuse in each order
     (:func:`~livingrag.bench.reuse_metrics.model_reuse_room`)."""
     from livingrag.corpus import service
@@ -305,7 +306,9 @@ def run_reuse_bench(
     emb = np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
     tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
 
-    right = [None if answer_model is None else answer_model.get(q.id) for q in qs]
+    said = [None if answer_model is None else answer_model.get(q.id) for q in qs]
+    right = [None if x is None else x[0] for x in said]
+    outputs = [None if x is None else x[1] for x in said]
     answers = [q.answers for q in qs]
     if answer_model is not None and not any(r is not None for r in right):
         raise InvalidInput(f"--answers: {answer_source or 'the run'} answers none of this stream's questions")
@@ -449,7 +452,7 @@ def run_reuse_bench(
                 | (
                     {}
                     if answer_model is None
-                    else {"model_room": model_reuse_room(order, right, answers, sub_answers, sub_ids)}
+                    else {"model_room": model_reuse_room(order, right, answers, sub_answers, rel_ids, outputs)}
                 )
             )
     retriever.close()
@@ -654,6 +657,11 @@ def format_report(out: dict[str, Any]) -> str:
             "sub-answers as its gold answer"
         )
         lines.append(f"  {room['at_risk']:6.1%}  right, and an earlier related question was answered wrong (at risk)")
+        if "bridged" in room:
+            lines.append(
+                f"  {room['bridged']:6.1%}  wrong, and an earlier related question's answer or explanation names one "
+                "of its intermediate answers (room for stating earlier evidence, not counted in the ceiling)"
+            )
         lines.append(
             f"  {ceiling:6.1%}  ceiling of answer and finding reuse with this model (right + both fixable: a "
             f"perfect gate, perfect matching, and a model that uses what it is shown), "

@@ -50,17 +50,20 @@ def load_run_answers(
     return records if limit is None else records[:limit]
 
 
-def linear_correctness(path: str | Path) -> dict[str, bool]:
-    """Question id -> whether LinearRAG's answer in the kept run at ``path`` is Contain-correct.
-    LinearRAG keeps no state between questions, so its one answer to a question serves any stream
-    order; a question without an answer (a failed LLM call) is left out. Raises ``InvalidInput``
-    naming the file when it is missing or holds no LinearRAG answer."""
+def linear_correctness(path: str | Path) -> dict[str, tuple[bool, str]]:
+    """Question id -> (whether LinearRAG's answer in the kept run at ``path`` is Contain-correct,
+    the answer and its explanation). LinearRAG keeps no state between questions, so its one answer
+    to a question serves any stream order; a question without an answer (a failed LLM call) is left
+    out. Raises ``InvalidInput`` naming the file when it is missing or holds no LinearRAG answer."""
     if not Path(path).is_file():
         raise InvalidInput(f"--answers: no such file: {path}")
     records = load_run_answers(path, system="linear", one_per="question")
     if not records:
         raise InvalidInput(f"--answers: {path} holds no LinearRAG answer (system 'linear')")
-    return {str(r["question_id"]): bool(r["contain_correct"]) for r in records}
+    return {
+        str(r["question_id"]): (bool(r["contain_correct"]), f"{r['prediction']} {r.get('explanation') or ''}".strip())
+        for r in records
+    }
 
 
 __all__ = ["OnePer", "linear_correctness", "load_run_answers", "parse_positions"]
