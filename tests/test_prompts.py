@@ -190,3 +190,29 @@ def test_findings_state_earlier_answers_with_their_names_before_the_scaffold() -
     bare = build_qa_prompt("Q?", ["passage one"], style="short")
     assert bare.messages == build_qa_prompt("Q?", ["passage one"], findings=[], style="short").messages
     assert "Facts found earlier" not in bare.messages[1]["content"]
+
+
+def test_findings_without_answers_state_only_what_earlier_questions_found() -> None:
+    findings = [
+        Scaffold(
+            question="Who directed Glass Orchard?",
+            reasoning="Glass Orchard is a 1994 film directed by Mara Quell.",
+            answer="Halvard Quell",  # a wrong earlier answer never reaches the prompt
+        ),
+        Scaffold(question="Where is Tern based?", reasoning="  ", answer="Oslo"),  # no evidence: dropped
+    ]
+    p = build_qa_prompt(
+        "When was the director of Glass Orchard born?",
+        ["passage one"],
+        findings=findings,
+        findings_with_answers=False,
+        style="short",
+    )
+    user = p.messages[1]["content"]
+    assert "- Who directed Glass Orchard? Glass Orchard is a 1994 film directed by Mara Quell.\n" in user
+    assert "Halvard" not in user and "Tern" not in user and "Oslo" not in user
+    assert "answers are left out" in user and "Facts found earlier" not in user
+    assert user.index("[1] passage one") < user.index("What earlier questions found") < user.index("Question: When")
+    # only findings without evidence: no block at all
+    none = build_qa_prompt("Q?", ["passage one"], findings=findings[1:], findings_with_answers=False, style="short")
+    assert none.messages == build_qa_prompt("Q?", ["passage one"], style="short").messages

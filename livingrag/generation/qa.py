@@ -105,22 +105,24 @@ def format_passages(passages: Sequence[PassageLike | str], *, version: int | Non
     return "\n\n".join(blocks) + "\n"
 
 
-def format_findings(findings: Sequence[Scaffold]) -> str:
+def format_findings(findings: Sequence[Scaffold], *, with_answers: bool = True) -> str:
     """The ``findings`` block: one line per earlier experience (its question, answer and evidence, with
-    names), under a header that says they answered other questions; empty when there is none."""
+    names), under a header that says they answered other questions; empty when there is none.
+    Without answers (``findings_evidence``): each line is the earlier question and its evidence alone,
+    under a header that says the answers are left out, and a finding with no evidence is dropped."""
+    if not with_answers:
+        findings = [f for f in findings if f.reasoning.strip()]
     if not findings:
         return ""
-    line = get_prompt("finding")
+    line = get_prompt("finding" if with_answers else "finding_evidence")
     facts = []
     for f in findings:
-        answer = " ".join(f.answer.split()).rstrip(".")
-        text = line.render_text(
-            question=" ".join(f.question.split()),
-            answer=answer,
-            reasoning=" ".join(f.reasoning.split()),
-        )
-        facts.append(" ".join(text.split()))
-    return get_prompt("findings").render_text(facts="\n".join(facts)).strip() + "\n\n"
+        values = {"question": " ".join(f.question.split()), "reasoning": " ".join(f.reasoning.split())}
+        if with_answers:
+            values["answer"] = " ".join(f.answer.split()).rstrip(".")
+        facts.append(" ".join(line.render_text(**values).split()))
+    header = get_prompt("findings" if with_answers else "findings_evidence")
+    return header.render_text(facts="\n".join(facts)).strip() + "\n\n"
 
 
 def build_qa_prompt(
@@ -129,11 +131,13 @@ def build_qa_prompt(
     *,
     scaffold: Scaffold | None = None,
     findings: Sequence[Scaffold] = (),
+    findings_with_answers: bool = True,
     style: AnswerStyle = "linearrag",
     version: int | None = None,
 ) -> QAPrompt:
-    """Messages for one question: passages, then the findings and the scaffold block when given,
-    then the question (eq. 14, with the findings beyond the paper)."""
+    """Messages for one question: passages, then the findings (with or without their answers, see
+    :func:`format_findings`) and the scaffold block when given, then the question (eq. 14, with the
+    findings beyond the paper)."""
     if style not in _TEMPLATE:
         from livingrag.errors import InvalidInput
 
@@ -152,7 +156,7 @@ def build_qa_prompt(
             + "\n\n"
         )
         scaffold_id = block.id
-    context = format_findings(findings) + scaffold_text
+    context = format_findings(findings, with_answers=findings_with_answers) + scaffold_text
     messages = template.render(passages=format_passages(passages), scaffold=context, question=question.strip())
     return QAPrompt(
         messages=messages, prompt_id=template.id, style=style, scaffold_id=scaffold_id, grammar=template.grammar
