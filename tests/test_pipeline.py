@@ -19,6 +19,7 @@ from livingrag.corpus import hooks, service
 from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
+from livingrag.db.repositories import experiences as experience_repo
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
 from livingrag.experience.grounding import Claim
 from livingrag.experience.scaffold_policy import scaffolds_masked, scaffolds_shown
@@ -812,15 +813,32 @@ def test_no_reuse_once_a_cited_passage_changed(
 
 
 def test_no_reuse_of_an_ungated_experience(
-    server: OpenAICompatServer, clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+    server: OpenAICompatServer,
+    clean: tuple[int, CorpusInfo],
+    make_rag: Callable[..., LivingRAG],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tenant_id, corpus = clean
     rag = make_rag()
     first = rag.answer(Q1, tenant=tenant_id, corpus=corpus.name, ablations=["gate"])  # stored without the gates
-    assert first.writeback is not None and first.writeback.result(timeout=120).decision == "stored"
+    assert first.writeback is not None
+    wb = first.writeback.result(timeout=120)
+    assert wb.decision == "stored"
     n_req = len(server.requests)
-    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    looked_up: list[list[int]] = []
+    real = experience_repo.reusable_experiences
+
+    def spy(session: Any, ids: Any, **kw: Any) -> Any:
+        looked_up.append(list(ids))
+        return real(session, ids, **kw)
+
+    monkeypatch.setattr(experience_repo, "reusable_experiences", spy)
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name, ablations=["gate"]).reused_from is None
     assert len(server.requests) == n_req + 1
+    assert looked_up == [[wb.experience_id]]  # looked up once, found ungated
+    # a later repeat is not looked up again: an experience's gate verdict never changes
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    assert len(server.requests) == n_req + 2 and looked_up == [[wb.experience_id]]
 
 
 def test_no_reuse_when_switched_off(

@@ -28,7 +28,7 @@ from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
-from livingrag.experience.answer_reuse import pick_repeat
+from livingrag.experience.answer_reuse import BoundedIdSet, pick_repeat
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.scaffold_policy import scaffolds_masked
 from livingrag.experience.store import ExperienceStore
@@ -63,6 +63,9 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
 log = logging.getLogger(__name__)
+
+UNGATED_IDS_KEPT = 65_536
+"""How many experiences found stored without the gates a pipeline remembers (a few MB at most)."""
 
 
 class WritebackDropped(LivingRAGError):
@@ -165,6 +168,8 @@ class LivingRAG:
         self.style = resolve_answer_style(settings.llm)
         self.mask_scaffolds = scaffolds_masked(settings)
         self._retrievers: OrderedDict[tuple[int, int], Retriever] = OrderedDict()
+        self._ungated = BoundedIdSet(UNGATED_IDS_KEPT)
+        """Experiences found stored without the gates: their repeats are not looked up again."""
         self._lock = threading.Lock()
         api = settings.api
         shared_graph_cache().configure(
@@ -410,15 +415,22 @@ class LivingRAG:
         """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any.
 
         Only the top-K experiences whose question ``q`` repeats are looked up (most questions
-        repeat none of them, and then no database round trip is made); of those, the first (in
-        top-K order) that is still active, gated and confident enough is chosen."""
-        ids = [e.id for e in match.top if pick_repeat(q, [(e.id, e.query)]) is not None]
+        repeat none of them, and then no database round trip is made), and of those only the ones
+        whose matched confidence reaches tau_gs and that were not found stored without the gates
+        before; of those, the first (in top-K order) that is still active, gated and confident
+        enough is chosen."""
+        tau = self.settings.gates.tau_gs
+        ids = [
+            e.id
+            for e in match.top
+            if e.confidence >= tau and e.id not in self._ungated and pick_repeat(q, [(e.id, e.query)]) is not None
+        ]
         if not ids:
             return None
         with self.db.tenant_session(tenant_id) as s:
-            usable = experience_repo.reusable_experiences(
-                s, ids, min_confidence=self.settings.gates.tau_gs, now=datetime.now(UTC)
-            )
+            found = experience_repo.reusable_experiences(s, ids, min_confidence=tau, now=datetime.now(UTC))
+        self._ungated.add_all(found.ungated)  # never reusable: not looked up again
+        usable = found.usable
         chosen = pick_repeat(q, [(e.id, e.query) for e in usable])
         return next((e for e in usable if e.id == chosen), None)
 

@@ -804,23 +804,36 @@ class ReusableExperience:
     source_passage_ids: tuple[int, ...]
 
 
-def reusable_experiences(
-    session: Session, ids: Sequence[int], *, min_confidence: float, now: datetime
-) -> list[ReusableExperience]:
+@dataclass(frozen=True)
+class ReuseLookup:
+    """What :func:`reusable_experiences` found: the usable experiences, and the ids it saw stored
+    without the gates (an experience's gate verdict is written once, at its insert)."""
+
+    usable: list[ReusableExperience]
+    ungated: list[int]
+
+
+def reusable_experiences(session: Session, ids: Sequence[int], *, min_confidence: float, now: datetime) -> ReuseLookup:
     """Of ``ids``, the experiences active now (not stale, not expired), stored through the gates
-    (``grounding.gated``) with confidence (GS) at least ``min_confidence``; in the order of ``ids``."""
+    (``grounding.gated``) with confidence (GS) at least ``min_confidence``, in the order of ``ids``;
+    and those of ``ids`` that are active but were stored without the gates."""
     if not ids:
-        return []
+        return ReuseLookup([], [])
     rows = session.execute(
         text(
-            "SELECT id, query, answer, summary, confidence, source_passage_ids FROM experiences"
+            "SELECT id, query, answer, summary, confidence, source_passage_ids,"
+            " coalesce((grounding ->> 'gated') = 'true', false) FROM experiences"
             " WHERE id = ANY(:ids) AND NOT stale AND (expires_at IS NULL OR expires_at > :now)"
-            " AND confidence >= :minc AND (grounding ->> 'gated') = 'true'"
         ),
-        {"ids": [int(i) for i in ids], "now": now, "minc": float(min_confidence)},
+        {"ids": [int(i) for i in ids], "now": now},
     ).all()
-    found = {int(r[0]): ReusableExperience(int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ())) for r in rows}
-    return [found[int(i)] for i in ids if int(i) in found]
+    found = {
+        int(r[0]): ReusableExperience(int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ()))
+        for r in rows
+        if r[6] and float(r[4]) >= float(min_confidence)
+    }
+    ungated = sorted(int(r[0]) for r in rows if not r[6])
+    return ReuseLookup([found[int(i)] for i in ids if int(i) in found], ungated)
 
 
 def get_experience(session: Session, experience_id: int) -> ExperienceRecord:
