@@ -65,7 +65,11 @@ class CountingVerifier:
 
 
 def settings(**experience: Any) -> Settings:
+    """Settings for store tests. They exercise eq. 12-13 whatever the answer model, so the scaffold
+    is on unless a test says otherwise (``experience.scaffold`` ``auto`` leaves it out for the
+    default local provider)."""
     gates = experience.pop("gates", {})
+    experience.setdefault("scaffold", "on")
     return get_settings(experience=experience, gates=gates)
 
 
