@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -695,3 +695,59 @@ def test_findings_are_the_top_k_experiences_over_the_floor(db: Database, tenant:
     assert high.match(tenant, corpus, q, activation_threshold=0.1).findings == ()
     off = make_store(db, CountingVerifier(1.0), scaffold_template_floor=0.7, findings_k=0, findings_floor=0.0, **kw)
     assert off.match(tenant, corpus, q, activation_threshold=0.1).findings == ()
+
+
+def test_write_back_caches_the_template_vector_the_question_pass_made(db: Database, tenant: int) -> None:
+    """A candidate carrying its template's vector (embedded with the question, living mode) puts
+    that vector into the eq. 12 cache; one without it, or for another text, is embedded by the store."""
+    from livingrag.experience.template import mask
+
+    seen: list[str] = []
+
+    class Counting(HashingEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            seen.extend(texts)
+            return super().encode(texts)
+
+    corpus = make_corpus(db, tenant, DIM)
+    encoder = Counting()
+    store = ExperienceStore(db, settings(), encoder=encoder, verifier=CountingVerifier(1.0))
+    q = "Where was the director of Winter Harbour born?"
+    given = unit(encoder.dim, (2, 3.0))  # the query encoder's dimension, as the forward pass makes it
+    c = candidate(
+        tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=q, template_text=mask(q, ()), template_embedding=given
+    )
+    r = store.write_back(c)
+    assert r.stored and r.experience_id is not None
+    assert mask(q, ()) not in seen  # not embedded again
+    np.testing.assert_allclose(store._templates[r.experience_id], given)
+    q2 = "Where was the director of Amber Coast born?"
+    other = candidate(
+        tenant, corpus, unit(DIM, (3, 1.0)), {4: 1.0}, query=q2, template_text="another text", template_embedding=given
+    )
+    r2 = store.write_back(other)
+    assert r2.stored and r2.experience_id is not None and mask(q2, ()) in seen
+    assert not np.allclose(store._templates[r2.experience_id], given)
+
+
+def test_templates_are_embedded_only_where_matching_compares_them(db: Database, tenant: int) -> None:
+    """With no scaffold shown (the local model's default) and no fusion template floor, eq. 12 is
+    never computed: a write-back caches no template, and the store says so to the pipeline."""
+    seen: list[str] = []
+
+    class Counting(HashingEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            seen.extend(texts)
+            return super().encode(texts)
+
+    def store(**kw: object) -> ExperienceStore:
+        return ExperienceStore(db, settings(**kw), encoder=Counting(), verifier=CountingVerifier(1.0))
+
+    assert store(scaffold="off").templates_needed is False
+    assert store(scaffold="on").templates_needed is True
+    assert store(scaffold="on", scaffold_lambda=0.0, scaffold_template_floor=0.0).templates_needed is False
+    assert store(scaffold="off", fusion_template_floor=0.5).templates_needed is True
+    corpus = make_corpus(db, tenant, DIM)
+    off = store(scaffold="off")
+    r = off.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert r.stored and r.experience_id not in off._templates and seen == []

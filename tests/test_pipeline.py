@@ -713,6 +713,19 @@ def test_question_template_is_embedded_with_the_question(
     assert r.encode("what is this about?", template=mask).template_text is None
 
 
+def test_the_template_is_embedded_only_when_matching_compares_templates(
+    clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    tenant_id, corpus = clean
+    shown = make_rag()  # an OpenAI-compatible server: eq. 13's scaffold is shown, so eq. 12 needs templates
+    a = shown.answer(Q1, tenant=tenant_id, corpus=corpus.name)
+    assert shown.store.templates_needed and a.retrieval.encoding.template_embedding is not None
+    off = make_rag(experience={"scaffold": "off"})  # no scaffold, no template floor for fusion: no second pass
+    b = off.answer(Q1, tenant=tenant_id, corpus=corpus.name)
+    assert not off.store.templates_needed and b.retrieval.encoding.template_embedding is None
+    assert b.answer and b.retrieval.encoding.embedding is not None
+
+
 def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo]
 ) -> None:

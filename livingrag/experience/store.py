@@ -113,6 +113,12 @@ class ExperienceStore:
         self.gates = settings.gates
         self.scaffolds_shown = scaffolds_shown(settings)
         """``experience.scaffold``: False leaves eq. 13's scaffold out of every match (findings stay)."""
+        e = settings.experience
+        self.templates_needed = (
+            self.scaffolds_shown and (e.scaffold_lambda > 0 or e.scaffold_template_floor > 0)
+        ) or e.fusion_template_floor > 0
+        """Whether matching compares question templates (eq. 12, the template floors): if not, no
+        template is embedded, at a match or at a write-back."""
         self._encoder = encoder
         self._llm = llm
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -256,8 +262,7 @@ class ExperienceStore:
         exp = self.exp
         lam, tfloor, ftfloor = exp.scaffold_lambda, exp.scaffold_template_floor, exp.fusion_template_floor
         t_tpl = time.perf_counter()
-        need_templates = (self.scaffolds_shown and (lam > 0 or tfloor > 0)) or ftfloor > 0
-        tsims = self._template_similarities(encoding, rows) if need_templates else np.zeros(len(rows))
+        tsims = self._template_similarities(encoding, rows) if self.templates_needed else np.zeros(len(rows))
         template_ms = _ms(t_tpl)
         # eq. 9-10 over the top K; experiences under the fusion floor (or, with fusion_template_floor,
         # of another question form) keep their place in ``top`` but get weight 0, which fuse() skips.
@@ -543,7 +548,8 @@ class ExperienceStore:
             timings["insert_ms"] = _ms(t6)
             timings["total_ms"] = _ms(t0)
             log_id = self._log(s, g2, "stored", experience_id=exp_id)
-        self._warm_template(exp_id, new.query_template)
+        given = c.template_embedding if c.template_text == new.query_template else None
+        self._warm_template(exp_id, new.query_template, given)
         return g2.result("stored", log_id, experience_id=exp_id)
 
     def _over_quota(self, s: Session, tenant_id: int) -> str | None:
@@ -571,13 +577,16 @@ class ExperienceStore:
         now = corpus_repo.passage_texts(s, c.corpus_id, [p.id for p in c.passages])
         return sorted(p.id for p in c.passages if now.get(p.id) != ((p.title or ""), p.text))
 
-    def _warm_template(self, experience_id: int, template: str | None) -> None:
-        """Embed a just-stored experience's template into the cache of eq. 12 now, on the write-back
-        thread, so that the next query that meets it does not pay for it on its answer path."""
-        if not template or self.exp.scaffold_lambda <= 0 or self.exp.template_cache_size == 0:
+    def _warm_template(self, experience_id: int, template: str | None, given: Any = None) -> None:
+        """Put a just-stored experience's template embedding into the cache of eq. 12 now, on the
+        write-back thread, so that the next query that meets it does not pay for it on its answer
+        path: ``given`` (the vector the question's forward pass made of this template, by the same
+        query encoder), else embedded here."""
+        if not template or not self.templates_needed or self.exp.template_cache_size == 0:
             return
         try:
-            vec = np.asarray(self.encoder.encode([template]), dtype=np.float64)[0]
+            raw = given if given is not None else self.encoder.encode([template])[0]
+            vec = np.asarray(raw, dtype=np.float64).reshape(-1)
         except Exception as exc:  # the cache is an optimisation: matching embeds it when missing
             log.warning("could not embed the template of experience %s: %s", experience_id, exc)
             return
@@ -686,6 +695,8 @@ class ExperienceStore:
             entity_names=names,
             corpus_version=version,
             query_log_id=candidate.query_log_id,
+            template_text=candidate.template_text,
+            template_embedding=candidate.template_embedding,
         )
 
 
@@ -737,3 +748,5 @@ class _Checked:
     entity_names: dict[int, tuple[str, ...]]
     corpus_version: int | None
     query_log_id: int | None
+    template_text: str | None = None
+    template_embedding: Any = None

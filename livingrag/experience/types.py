@@ -32,7 +32,9 @@ class ExperienceCandidate:
     anchoring KeySent, eq. 6). ``corpus_version=None`` takes the corpus's current version at
     write time. ``mentions`` are the question's entity mentions (masked in the stored template,
     eq. 11). ``entity_names`` optionally gives surface forms of activated entities for KeySent;
-    missing ones are read from the corpus's entities table.
+    missing ones are read from the corpus's entities table. ``template_text`` and
+    ``template_embedding``, when the question's template was embedded in its forward pass
+    (living mode), let the store cache that vector for eq. 12 instead of embedding it again.
     """
 
     tenant_id: int
@@ -48,6 +50,8 @@ class ExperienceCandidate:
     mentions: tuple[str, ...] = ()
     query_log_id: int | None = None
     entity_names: Mapping[int, Sequence[str]] | None = None
+    template_text: str | None = None
+    template_embedding: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_retrieval(
@@ -77,6 +81,8 @@ class ExperienceCandidate:
             corpus_version=corpus_version,
             mentions=tuple(enc.mentions),
             query_log_id=query_log_id,
+            template_text=enc.template_text,
+            template_embedding=enc.template_embedding,
         )
 
 

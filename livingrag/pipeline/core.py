@@ -270,8 +270,10 @@ class LivingRAG:
                     raise Conflict(
                         f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
                     )
-            # living mode embeds the question's template (eq. 11) in the question's forward pass
-            enc = r.encode(q, graph=graph, template=mask if (m.read and use_experience) else None)
+            # living mode embeds the question's template (eq. 11) in the question's forward pass,
+            # when matching compares templates (eq. 12) at all
+            templates = m.read and use_experience and self.store.templates_needed
+            enc = r.encode(q, graph=graph, template=mask if templates else None)
 
         match: MatchResult | None = None
         if m.read and use_experience:
