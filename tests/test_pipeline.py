@@ -729,8 +729,8 @@ def test_the_template_is_embedded_only_when_matching_compares_templates(
 def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo]
 ) -> None:
-    """The stored experience's template was cached at write-back and the question's came with the
-    question's own forward pass: scaffold selection calls the encoder no more."""
+    """The stored experience's template vector came with its question's forward pass and was cached
+    at write-back, and the new question's came with its own: the store's encoder is never called."""
     from livingrag.models.embedder import get_embedder
 
     tenant_id, corpus = clean
@@ -741,11 +741,11 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     slow.release.set()
     with LivingRAG(settings, db=db, store=ExperienceStore(db, settings, encoder=encoder, verifier=slow)) as rag:
         e1 = store_first(rag, tenant_id, corpus)
-        assert encoder.calls == 1  # its template, cached on the write-back thread
+        assert e1 in rag.store._templates and encoder.calls == 0  # cached on the write-back thread, not embedded
         slow.release.clear()  # hold the next write-back in its verifier
         a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
         assert a.scaffold_id == e1 and a.scaffold is not None and a.scaffold.template_similarity > 0.5
-        assert encoder.calls == 1
+        assert encoder.calls == 0
         slow.release.set()
 
 
