@@ -64,6 +64,7 @@ ap.add_argument("--records", required=True, help="records.jsonl of the answer mo
 ap.add_argument("--orders", type=int, default=1, help="Stream orders (0 = file order, then shuffles of --seed).")
 ap.add_argument("--only-orders", default=None, help="Comma-separated orders to run (default: all).")
 ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--limit", type=int, default=None, help="Only the dataset's first N questions (a smoke run).")
 ap.add_argument("--forms", default=",".join(FORMS), help="answer, evidence, or both (comma-separated).")
 ap.add_argument("--tenant", default="bench")
 ap.add_argument("--dump", default=None, help="Write each replayed answer here (JSON lines).")
@@ -75,7 +76,7 @@ if not forms or set(forms) - set(FORMS):
 s = get_settings()
 e = s.experience
 data = load_dataset(args.dataset, args.data_dir)
-qs = data.questions
+qs = data.head(args.limit).questions
 linear = {r["question_id"]: r for r in load_run_answers(args.records, system="linear", one_per="question")}
 missing = [q.id for q in qs if q.id not in linear]
 if missing:
@@ -106,6 +107,20 @@ for q in qs:
     prepared.append((enc, res, sparsify(res.final_activation, e.epsilon, e.max_map_entities)))
 emb = np.stack([np.asarray(p[0].embedding, dtype=np.float64) for p in prepared])
 print(f"retrieval of {len(qs)} questions: {time.perf_counter() - t0:.1f} s")
+
+
+def compare(p: dict[str, Any]) -> str:
+    """Contain-Acc and completion tokens with the lines against LinearRAG's, paired over ``p``'s
+    question-orders (95 % bootstrap), and the questions fixed and broken."""
+    d = paired_bootstrap(p["rep"], p["lin"])
+    t = paired_bootstrap(p["rep_tok"], p["lin_tok"])
+    fixed, broke = fixed_and_broke([bool(x) for x in p["rep"]], [bool(x) for x in p["lin"]])
+    return (
+        f"Contain-Acc {d.mean_b:.1%} -> {d.mean_a:.1%}, diff {d.diff * 100:+.1f} [{d.lo * 100:+.1f}, "
+        f"{d.hi * 100:+.1f}] points over {d.n} question-orders; fixed {fixed}, broke {broke}; completion tokens/q "
+        f"{t.mean_b:.1f} -> {t.mean_a:.1f} ({t.diff:+.1f} [{t.lo:+.1f}, {t.hi:+.1f}])"
+    )
+
 
 only = None if args.only_orders is None else {int(x) for x in args.only_orders.split(",")}
 asked: dict[tuple[int, tuple[int, ...], str], tuple[bool, int, str]] = {}
@@ -187,28 +202,12 @@ for o, order in enumerate(stream_orders(len(qs), args.orders, args.seed)):
         earlier.append(i)
     for form in forms:
         p = per[form]
-        d = paired_bootstrap(p["rep"], p["lin"])
-        fixed, broke = fixed_and_broke([bool(x) for x in p["rep"]], [bool(x) for x in p["lin"]])
-        print(
-            f"order {o}, {form}: Contain-Acc LinearRAG {d.mean_b:.1%}, with lines {d.mean_a:.1%}, "
-            f"diff {d.diff * 100:+.1f} [{d.lo * 100:+.1f}, {d.hi * 100:+.1f}] points; fixed {fixed}, broke {broke}; "
-            f"{p['lines']} questions got a line; completion tokens/q {np.mean(p['lin_tok']):.1f} -> "
-            f"{np.mean(p['rep_tok']):.1f}"
-        )
+        print(f"order {o}, {form}: {compare(p)}; {p['lines']} questions got a line")
         for part in ("lin", "rep", "lin_tok", "rep_tok"):
             pooled[form][part].extend(p[part])
 for form in forms:
-    p = pooled[form]
-    if not p["lin"]:
-        continue
-    d = paired_bootstrap(p["rep"], p["lin"])
-    t = paired_bootstrap(p["rep_tok"], p["lin_tok"])
-    fixed, broke = fixed_and_broke([bool(x) for x in p["rep"]], [bool(x) for x in p["lin"]])
-    print(
-        f"all orders, {form}: Contain-Acc {d.mean_b:.1%} -> {d.mean_a:.1%}, diff {d.diff * 100:+.1f} "
-        f"[{d.lo * 100:+.1f}, {d.hi * 100:+.1f}] points over {d.n} question-orders; fixed {fixed}, broke {broke}; "
-        f"completion tokens/q {t.mean_b:.1f} -> {t.mean_a:.1f} ({t.diff:+.1f} [{t.lo:+.1f}, {t.hi:+.1f}])"
-    )
+    if pooled[form]["lin"]:
+        print(f"all orders, {form}: {compare(pooled[form])}")
 print(f"{calls} LLM calls, {time.perf_counter() - t0:.0f} s")
 retriever.close()
 close = getattr(llm, "close", None)
