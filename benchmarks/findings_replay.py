@@ -49,8 +49,8 @@ from livingrag.db.setup import open_database
 from livingrag.evaluation.datasets import load_dataset, stream_orders
 from livingrag.evaluation.metrics import contain_match
 from livingrag.evaluation.paired import fixed_and_broke, paired_bootstrap
+from livingrag.experience.matching import retrieval_scores
 from livingrag.experience.scaffold import select_findings
-from livingrag.experience.similarity import sparse_cosine
 from livingrag.experience.sparsify import sparsify
 from livingrag.generation.providers import build_llm
 from livingrag.generation.qa import Scaffold, build_qa_prompt, generate_answer, resolve_answer_style
@@ -138,9 +138,8 @@ for o, order in enumerate(stream_orders(len(qs), args.orders, args.seed)):
         found: list[int] = []
         if earlier:
             base = dict(prepared[i][0].base_activation)
-            ecos = emb[earlier] @ emb[i]
-            acos = np.array([sparse_cosine(base, prepared[j][2]) for j in earlier])
-            s_all = e.alpha * ecos + (1.0 - e.alpha) * acos
+            maps = [prepared[j][2] for j in earlier]
+            s_all = retrieval_scores(emb[i], emb[earlier], base, maps, e.alpha).combined  # eq. 7
             top, _ = select_experiences(s_all, e.top_k, e.tau_s, None)
             found = [earlier[t] for t in select_findings(s_all, top, e.findings_floor, k_findings)]
         for form in forms:

@@ -31,10 +31,9 @@ Definitions (``k`` a cut-off, ``G`` a question's gold passages, ``R`` its ranked
   sub-answers (the model must still compose the hop); *at risk* when ``i`` was answered right and
   an earlier related question was answered wrong (a stored wrong answer could mislead it); and
   *bridged* when it was answered wrong and an earlier related question's output (its answer and
-  explanation, right or wrong) contains ``norm`` of one of ``i``'s intermediate sub-answers as whole
-  words (all but
-  the last): the room for reuse that states what earlier questions' evidence said rather than their
-  answers.
+  explanation, right or wrong) contains ``norm`` of one of ``i``'s intermediate sub-answers (all
+  but the last) as whole words: the room for reuse that states what earlier questions' evidence said
+  rather than their answers.
 """
 
 from __future__ import annotations
@@ -138,14 +137,18 @@ def model_reuse_room(
                 bridges = {normalize_answer(a) for a in list(sub_answers[i])[:-1]} - {""}
                 said = [f" {normalize_answer(outputs[j] or '')} " for j in related(sub_ids, i, earlier)]
                 out["bridged"] += any(f" {b} " in text for b in bridges for text in said)
-            if ok and answers[i] and normalize_answer(answers[i][0]):
-                right_answers.add(normalize_answer(answers[i][0]))
+            if ok and answers[i] and (gold := normalize_answer(answers[i][0])):
+                right_answers.add(gold)
         earlier.append(i)
     return out
 
 
 def select_experiences(
-    scores: Sequence[float], k: int, tau_s: float, floor: float | None, confidences: Sequence[float] | None = None
+    scores: Sequence[float] | np.ndarray,
+    k: int,
+    tau_s: float,
+    floor: float | None,
+    confidences: Sequence[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 7's top ``k`` (indices into ``scores``, best first, ties to the lower index) and their
     eq. 9-10 weights, zeroed under ``floor`` (None: no floor)."""

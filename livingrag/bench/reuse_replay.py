@@ -43,8 +43,9 @@ The room an answer model leaves (``--answers RUN/records.jsonl``, that model's L
 an oracle, no retrieval): per order, the share of questions it answered right, and of those it
 answered wrong, the ones an earlier question it answered right could fix by stating its answer
 (the same gold answer) or an intermediate answer (one of the question's sub-answers), and the right
-ones an earlier related question answered wrong could mislead. Right plus fixable is the ceiling of
-answer and finding reuse with that model, whatever the gate and the matching do.
+ones an earlier related question answered wrong could mislead; and the wrong ones whose
+intermediate answer an earlier related question's output names. Right plus fixable is the ceiling
+of answer and finding reuse with that model, whatever the gate and the matching do.
 """
 
 from __future__ import annotations
@@ -244,15 +245,14 @@ def run_reuse_bench(
 ) -> dict[str, Any]:
     """Replay the stream in every order and measure (see the module docstring); a JSON-ready dict.
     ``answer_model`` (question id -> (Contain-correct, answer and explanation), from one answer
-    model's LinearRAG run named
-    by ``answer_source``) adds the room that model leaves for reuse in each order
-    (:func:`~livingrag.bench.reuse_metrics.model_reuse_room`)."""
+    model's LinearRAG run named by ``answer_source``) adds the room that model leaves for reuse in
+    each order (:func:`~livingrag.bench.reuse_metrics.model_reuse_room`)."""
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
     from livingrag.evaluation.datasets import stream_orders
     from livingrag.experience.fusion import fuse, newly_active
+    from livingrag.experience.matching import retrieval_scores
     from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
-    from livingrag.experience.similarity import sparse_cosine
     from livingrag.experience.sparsify import sparsify
     from livingrag.experience.template import mask
 
@@ -344,9 +344,8 @@ def run_reuse_bench(
                 rel_set = set(rel)
                 # ---- reuse counts over the base-map store (what matching sees without fusion)
                 if earlier:
-                    ecos = emb[earlier] @ emb[i]
-                    acos = np.array([sparse_cosine(base, prepared[j].map) for j in earlier])
-                    s_all = e.alpha * ecos + (1.0 - e.alpha) * acos
+                    maps = [prepared[j].map for j in earlier]
+                    s_all = retrieval_scores(emb[i], emb[earlier], base, maps, e.alpha).combined
                     top, w_top = select_experiences(s_all, e.top_k, e.tau_s, None)
                     floor = e.fusion_floor if e.fusion_floor > -1 else None
                     _, w_floor = select_experiences(s_all, e.top_k, e.tau_s, floor)
@@ -403,9 +402,7 @@ def run_reuse_bench(
                     weights = np.zeros(0)
                     chosen: list[int] = []
                     if cands:
-                        ecos = emb[cands] @ emb[i]
-                        acos = np.array([sparse_cosine(base, m.maps[j]) for j in cands])
-                        s_v = e.alpha * ecos + (1.0 - e.alpha) * acos
+                        s_v = retrieval_scores(emb[i], emb[cands], base, [m.maps[j] for j in cands], e.alpha).combined
                         top, weights = select_experiences(s_v, e.top_k, e.tau_s, v.floor)
                         chosen = [cands[t] for t in top]
                     live = bool(chosen) and bool(weights.size) and float(weights.max()) > 0.0
