@@ -255,6 +255,14 @@ class ExperienceSettings(_Group):
         "tenant at most this often; a killed process loses at most this many seconds of counts. 0: each answer "
         "writes its own.",
     )
+    drop_log_flush_s: float = Field(
+        default=0.5,
+        ge=0,
+        le=3600,
+        description="Write-back candidates dropped on a full queue are logged (decision dropped) in one batch per "
+        "tenant at most this often, off the answer path; a killed process's unlogged drops are logged as lost at "
+        "the next start. 0: each drop is logged at once, in the answering thread.",
+    )
     answer_reuse: bool = Field(
         default=True,
         description="Answer a repeated question (same words, ignoring case and punctuation) from the active, "

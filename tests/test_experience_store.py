@@ -415,17 +415,6 @@ def test_record_use_counts_fusion_and_scaffold_uses(db: Database, tenant: int) -
     assert store.record_use(tenant) == 0
 
 
-def test_log_dropped_records_a_dropped_decision(db: Database, tenant: int) -> None:
-    corpus = make_corpus(db, tenant, DIM)
-    store = make_store(db)
-    log_id = store.log_dropped(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}), "write-back queue is full")
-    with db.tenant_session(tenant) as s:
-        assert s.execute(text("SELECT decision, reason FROM writeback_log WHERE id = :i"), {"i": log_id}).one() == (
-            "dropped",
-            "write-back queue is full",
-        )
-
-
 def test_keysent_summary_uses_entity_names_from_the_corpus(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     with db.tenant_session(tenant) as s:

@@ -631,30 +631,6 @@ class ExperienceStore:
             query_log_id=c.query_log_id,
         )
 
-    def log_dropped(self, candidate: ExperienceCandidate, reason: str) -> int | None:
-        """Record a candidate the write-back queue dropped (decision ``dropped``); returns the log
-        row id, or None when even that failed (it is logged)."""
-        try:
-            tenant_id = _positive_id(candidate.tenant_id, "tenant_id")
-            with self.db.tenant_session(tenant_id) as s:
-                return repo.insert_writeback_log(
-                    s,
-                    tenant_id=tenant_id,
-                    corpus_id=_positive_id(candidate.corpus_id, "corpus_id"),
-                    query=str(candidate.query or ""),
-                    decision="dropped",
-                    novelty=None,
-                    grounding=None,
-                    verifier=None,
-                    reason=reason,
-                    timings={},
-                    details={},
-                    query_log_id=candidate.query_log_id,
-                )
-        except Exception as exc:
-            log.warning("could not log a dropped write-back candidate: %s", exc)
-            return None
-
     # ---------------------------------------------------------------- validation
 
     def _validate(self, candidate: ExperienceCandidate) -> _Checked:

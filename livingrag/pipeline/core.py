@@ -29,6 +29,7 @@ from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
 from livingrag.experience.answer_reuse import BoundedIdSet, pick_repeat
+from livingrag.experience.drop_log import DropRecorder
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.scaffold_policy import scaffolds_masked
 from livingrag.experience.store import ExperienceStore
@@ -165,6 +166,8 @@ class LivingRAG:
         self.store = store if store is not None else ExperienceStore(self.db, settings, llm=llm)
         self.uses = UseRecorder(self.db, settings.experience.use_flush_s)
         """Experience use counts, written in batches (:mod:`livingrag.experience.use_counts`)."""
+        self.drops = DropRecorder(self.db, settings.experience.drop_log_flush_s)
+        """``dropped`` write-back decisions, written in batches (:mod:`livingrag.experience.drop_log`)."""
         self.style = resolve_answer_style(settings.llm)
         self.mask_scaffolds = scaffolds_masked(settings)
         self._retrievers: OrderedDict[tuple[int, int], Retriever] = OrderedDict()
@@ -556,7 +559,10 @@ class LivingRAG:
         job.future.set_result(result)
 
     def _on_drop(self, job: _Job, reason: str) -> None:
-        self.store.log_dropped(job.candidate, reason)
+        c = job.candidate
+        self.drops.record(
+            tenant_id=c.tenant_id, corpus_id=c.corpus_id, query=c.query, reason=reason, query_log_id=c.query_log_id
+        )
         if not job.future.done():
             job.future.set_exception(WritebackDropped(reason))
 
@@ -591,8 +597,11 @@ class LivingRAG:
         return self._worker.pending
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued write-back has been decided; False on timeout."""
-        return self._worker.flush(timeout)
+        """Wait until every queued write-back has been decided and every dropped one logged; False on
+        timeout."""
+        drained = self._worker.flush(timeout)
+        self.drops.flush()
+        return drained
 
     def close(self, timeout: float | None = None) -> None:
         """Drain the write-back queue, then release retrievers and (if owned) the LLM (a local model's
@@ -602,6 +611,7 @@ class LivingRAG:
         self._closed = True
         self._worker.close(timeout)
         self.uses.close()
+        self.drops.close()
         for r in self._retrievers.values():
             r.close()
         close_llm = getattr(self.llm, "close", None)

@@ -512,6 +512,42 @@ def insert_writeback_log(
     )
 
 
+class DroppedRow(NamedTuple):
+    """One write-back candidate dropped before its gates ran (``writeback_log`` decision ``dropped``)."""
+
+    corpus_id: int
+    query: str
+    reason: str
+    query_log_id: int | None
+    at: datetime
+
+
+def insert_dropped_logs(session: Session, *, tenant_id: int, rows: Sequence[DroppedRow]) -> int:
+    """``dropped`` decision rows of one tenant's candidates in one statement, each stamped with the
+    time it was dropped; rows of a corpus deleted meanwhile are skipped (its logs went with it).
+    Returns the rows inserted."""
+    if not rows:
+        return 0
+    res = session.execute(
+        text(
+            "INSERT INTO writeback_log (tenant_id, corpus_id, query_log_id, query, decision, reason, created_at)"
+            " SELECT :t, u.c, u.ql, u.q, 'dropped', u.r, u.at"
+            " FROM unnest(CAST(:c AS bigint[]), CAST(:ql AS bigint[]), CAST(:q AS text[]), CAST(:r AS text[]),"
+            " CAST(:at AS timestamptz[])) WITH ORDINALITY AS u(c, ql, q, r, at, n)"
+            " JOIN corpora k ON k.id = u.c AND k.tenant_id = :t ORDER BY u.n"
+        ),
+        {
+            "t": tenant_id,
+            "c": [int(r.corpus_id) for r in rows],
+            "ql": [None if r.query_log_id is None else int(r.query_log_id) for r in rows],
+            "q": [r.query for r in rows],
+            "r": [r.reason for r in rows],
+            "at": [r.at for r in rows],
+        },
+    )
+    return rowcount(res)
+
+
 def _finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
