@@ -353,8 +353,9 @@ def test_matching_never_returns_another_tenants_experience(
         ({"corpus_version": -1}, "corpus_version"),
     ],
 )
+@pytest.mark.parametrize("gated", [True, False])
 def test_bad_input_is_refused_and_writes_nothing(
-    db: Database, tenant: int, change: dict[str, object], message: str
+    db: Database, tenant: int, change: dict[str, object], message: str, gated: bool
 ) -> None:
     corpus = make_corpus(db, tenant, DIM)
     verifier = CountingVerifier(1.0)
@@ -364,9 +365,33 @@ def test_bad_input_is_refused_and_writes_nothing(
 
     bad = dataclasses.replace(good, **change)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match=message):
-        store.write_back(bad)
+        store.write_back(bad, gated=gated)
     assert verifier.calls == 0
     assert counts(db, tenant) == {"experiences": 0, "experience_entities": 0, "writeback_log": 0}
+
+
+def test_ungated_write_back_stores_a_duplicate_and_logs_its_ns_and_nearest(db: Database, tenant: int) -> None:
+    """The "w/o quality gate" ablation stores what the novelty gate would reject, in one
+    transaction, and still logs NS (eq. 18) and the nearest experience, computed under its locks."""
+    corpus = make_corpus(db, tenant, DIM)
+    verifier = CountingVerifier(1.0)
+    store = make_store(db, verifier)
+    first = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
+    assert first.decision == "stored" and verifier.calls == 1
+    again = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}), gated=False)
+    assert again.decision == "stored" and verifier.calls == 1  # no verifier ran
+    assert again.novelty == pytest.approx(0.0, abs=1e-6) and again.grounding == 1.0
+    assert "novelty_ms" not in again.timings and "recheck_ms" in again.timings
+    with db.tenant_session(tenant) as s:
+        row = s.execute(
+            text(
+                "SELECT novelty, details->>'gates', (details->>'nearest_experience_id')::bigint,"
+                " (details->>'novelty_recheck')::float FROM writeback_log WHERE id = :i"
+            ),
+            {"i": again.log_id},
+        ).one()
+    assert row[0] == pytest.approx(0.0, abs=1e-6) and row[1] == "off" and row[2] == first.experience_id
+    assert row[3] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_match_refuses_bad_input(db: Database, tenant: int) -> None:

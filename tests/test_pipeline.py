@@ -849,9 +849,15 @@ def test_no_reuse_of_an_ungated_experience(
     assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name, ablations=["gate"]).reused_from is None
     assert len(server.requests) == n_req + 1
     assert looked_up == [[wb.experience_id]]  # looked up once, found ungated
-    # a later repeat is not looked up again: an experience's gate verdict never changes
+    assert rag.flush(timeout=120)  # the repeat is stored without the gates too
+    with rag.db.tenant_session(tenant_id) as s:
+        newest = experience_repo.list_experiences(s, tenant_id=tenant_id, corpus_id=corpus.id, limit=1)[0].id
+    assert newest != wb.experience_id
+    # a later repeat looks up only the experience it has not met yet: a gate verdict never changes
     assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
-    assert len(server.requests) == n_req + 2 and looked_up == [[wb.experience_id]]
+    assert len(server.requests) == n_req + 2 and looked_up == [[wb.experience_id], [newest]]
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    assert len(server.requests) == n_req + 3 and looked_up == [[wb.experience_id], [newest]]
 
 
 def test_no_reuse_when_switched_off(

@@ -398,20 +398,16 @@ class ExperienceStore:
             return _Gated(c, resolved, details, timings, t0, ns=ns, gs=gs, verdicts=verdicts)
 
         try:
+            if not gated:
+                # no gate to pass: one transaction, NS computed once, under the storing locks
+                details["gates"] = "off"
+                return self._insert(replace(state(), gs=1.0), None, gated=False)
             t1 = time.perf_counter()
             with self.db.tenant_session(c.tenant_id) as s:
-                dim, version = repo.corpus_dimension_and_version(s, c.corpus_id)
-                if dim != c.emb.shape[0]:
-                    raise InvalidInput(
-                        f"query embedding has dimension {c.emb.shape[0]} but corpus {c.corpus_id} uses"
-                        f" {dim}-dimensional embeddings"
-                    )
+                version = self._checked_version(s, c)
                 ns, nearest = self._novelty(s, c)
             timings["novelty_ms"] = _ms(t1)
             details |= {"nearest_experience_id": nearest}
-            if not gated:
-                details["gates"] = "off"
-                return self._insert(replace(state(), gs=1.0), version, gated=False)
             if not is_novel(ns, self.gates.tau_novel):
                 details["stage"] = "precheck"
                 return self._decide(state(), "rejected_novelty")
@@ -458,6 +454,18 @@ class ExperienceStore:
             reason = f"{type(exc).__name__}: {exc}"[:2000]
             return self._decide(state(), "error", reason=reason)
 
+    @staticmethod
+    def _checked_version(s: Session, c: _Checked) -> int:
+        """The corpus's current version; :class:`InvalidInput` when the candidate's embedding does
+        not have the corpus's dimension (:class:`NotFound` for a corpus the tenant does not have)."""
+        dim, version = repo.corpus_dimension_and_version(s, c.corpus_id)
+        if dim != c.emb.shape[0]:
+            raise InvalidInput(
+                f"query embedding has dimension {c.emb.shape[0]} but corpus {c.corpus_id} uses"
+                f" {dim}-dimensional embeddings"
+            )
+        return version
+
     def _novelty(self, session: Session, c: _Checked) -> tuple[float, int | None]:
         """NS of eq. 18 against the active experiences (base activation, no decay)."""
         rows = self._preselect(session, c.tenant_id, c.corpus_id, c.emb, c.base)
@@ -469,16 +477,19 @@ class ExperienceStore:
         best = int(np.argmax(eta))
         return novelty_score(eta), rows[best].id
 
-    def _insert(self, g: _Gated, version: int, *, gated: bool = True) -> WriteBackResult:
+    def _insert(self, g: _Gated, version: int | None, *, gated: bool = True) -> WriteBackResult:
         """Store the candidate that passed its gates (``g.gs`` is its confidence), unless its evidence
         changed, the novelty recheck under the locks rejects it, or the tenant is at its quota; the
-        decision is logged in the storing transaction."""
+        decision is logged in the storing transaction. ``version``: the corpus version the gates
+        read (None: read here, with the dimension check, as the ungated path does)."""
         c, resolved, details, timings, t0, ns, gs = g.c, g.resolved, g.details, g.timings, g.t0, g.ns, g.gs
-        assert gs is not None and ns is not None
+        assert gs is not None and (ns is not None or not gated)
         t3 = time.perf_counter()
         stored_map = sparsify(c.final, self.exp.epsilon, self.exp.max_map_entities)
         now = self._clock()
         with self.db.tenant_session(c.tenant_id) as s:
+            if version is None:
+                version = self._checked_version(s, c)
             anchors_ids = top_entities(c.final, self.exp.keysent_top_entities)
             names = dict(c.entity_names)
             lookup = [e for e in anchors_ids if e not in names]
@@ -531,6 +542,8 @@ class ExperienceStore:
             ns2, nearest2 = self._novelty(s, c)
             timings["recheck_ms"] = _ms(t5)
             g2 = replace(g, ns=ns2)
+            if ns is None:  # ungated: the recheck is the only NS
+                details["nearest_experience_id"] = nearest2
             if gated and not is_novel(ns2, self.gates.tau_novel):
                 details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
                 timings["total_ms"] = _ms(t0)
