@@ -26,6 +26,7 @@ from livingrag.db.engine import Database
 from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import DroppedRow
 from livingrag.errors import InvalidInput
+from livingrag.experience.flusher import PeriodicFlusher
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,7 @@ class DropRecorder:
         self._given_up = 0
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._flusher = PeriodicFlusher(self.flush, flush_s or 1.0, name="dropped-writeback-logger")
 
     def record(
         self, *, tenant_id: object, corpus_id: object, query: object, reason: str, query_log_id: object = None
@@ -88,15 +87,13 @@ class DropRecorder:
         except InvalidInput as exc:
             log.warning("could not log a dropped write-back candidate: %s", exc)
             return
-        if self.flush_s == 0 or self._closed:
+        if self.flush_s == 0 or self._flusher.closed:
             self._write({tenant: [row]})
             return
         with self._lock:
             self._pending.append((tenant, row))
             self._trim()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="dropped-writeback-logger", daemon=True)
-                self._thread.start()
+        self._flusher.start()
 
     @property
     def pending(self) -> int:
@@ -112,12 +109,6 @@ class DropRecorder:
         if over > 0:
             self._given_up += over
             log.error("%d dropped write-back candidates could not be logged (database unreachable)", self._given_up)
-
-    def _run(self) -> None:
-        while not self._closed:
-            self._wake.wait(self.flush_s)
-            self._wake.clear()
-            self.flush()
 
     def flush(self) -> int:
         """Write every pending drop now, one INSERT per tenant; returns the rows written. A tenant
@@ -149,8 +140,4 @@ class DropRecorder:
 
     def close(self) -> None:
         """Stop the flusher and write what is pending (later drops are written at once)."""
-        self._closed = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self.flush()
+        self._flusher.close()

@@ -25,6 +25,7 @@ from datetime import datetime
 from livingrag.db.engine import Database
 from livingrag.db.repositories import experiences as experience_repo
 from livingrag.errors import DatabaseUnavailable
+from livingrag.experience.flusher import PeriodicFlusher
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,7 @@ class UseRecorder:
         self.flush_s = flush_s
         self._pending: dict[int, dict[int, Tally]] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._flusher = PeriodicFlusher(self.flush, flush_s or 1.0, name="experience-use-flusher")
 
     def record(
         self,
@@ -80,7 +79,7 @@ class UseRecorder:
         shown = [*finding_ids, *([scaffold_id] if scaffold_id is not None else [])]
         if not fused_ids and not shown:
             return
-        if self.flush_s == 0 or self._closed:
+        if self.flush_s == 0 or self._flusher.closed:
             with self.db.tenant_session(tenant_id) as s:
                 experience_repo.record_use(
                     s, fused_ids=fused_ids, scaffold_id=scaffold_id, finding_ids=finding_ids, now=now
@@ -88,15 +87,7 @@ class UseRecorder:
             return
         with self._lock:
             add_use(self._pending.setdefault(tenant_id, {}), fused_ids=fused_ids, shown_ids=shown, now=now)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="experience-use-flusher", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closed:
-            self._wake.wait(self.flush_s)
-            self._wake.clear()
-            self.flush()
+        self._flusher.start()
 
     def flush(self) -> int:
         """Write every pending tally now; returns the experience rows updated. A tenant whose write
@@ -133,8 +124,4 @@ class UseRecorder:
 
     def close(self) -> None:
         """Stop the flusher and write what is pending."""
-        self._closed = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self.flush()
+        self._flusher.close()
