@@ -27,6 +27,7 @@ from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import DroppedRow
 from livingrag.errors import InvalidInput
 from livingrag.experience.flusher import PeriodicFlusher
+from livingrag.experience.store import positive_id
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +40,11 @@ def dropped_row(
 ) -> tuple[int, DroppedRow]:
     """The tenant and the row of one drop; :class:`InvalidInput` naming a tenant or corpus id that
     is not a positive integer, or a query log id that is not an integer."""
-    t = _positive(tenant_id, "tenant_id")
-    c = _positive(corpus_id, "corpus_id")
+    t = positive_id(tenant_id, "tenant_id")
+    c = positive_id(corpus_id, "corpus_id")
     if query_log_id is not None and (isinstance(query_log_id, bool) or not isinstance(query_log_id, int)):
         raise InvalidInput(f"query_log_id must be an integer or None, got {query_log_id!r}")
     return t, DroppedRow(corpus_id=c, query=str(query or ""), reason=str(reason), query_log_id=query_log_id, at=at)
-
-
-def _positive(x: object, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-        raise InvalidInput(f"{name} must be a positive integer, got {x!r}")
-    return x
 
 
 class DropRecorder:

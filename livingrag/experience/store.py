@@ -85,7 +85,9 @@ def validate_embedding(value: Any, what: str = "query embedding") -> np.ndarray:
     return (arr / norm).astype(np.float32)
 
 
-def _positive_id(value: Any, what: str) -> int:
+def positive_id(value: Any, what: str) -> int:
+    """``value`` as an int; :class:`InvalidInput` naming ``what`` unless it is a positive integer
+    (a Python or NumPy integer, not a bool)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) <= 0:
         raise InvalidInput(f"{what} must be a positive integer, got {value!r}")
     return int(value)
@@ -235,8 +237,8 @@ class ExperienceStore:
         (eq. 12-13) for one query. ``activation_threshold`` (the retriever's delta) decides which
         entities count as newly activated by fusion (default: any positive weight)."""
         t0 = time.perf_counter()
-        tenant_id = _positive_id(tenant_id, "tenant_id")
-        corpus_id = _positive_id(corpus_id, "corpus_id")
+        tenant_id = positive_id(tenant_id, "tenant_id")
+        corpus_id = positive_id(corpus_id, "corpus_id")
         emb = validate_embedding(encoding.embedding)
         base = validate_activation(encoding.base_activation, "base activation")
         self._check_dim(tenant_id, corpus_id, int(emb.shape[0]))
@@ -362,7 +364,7 @@ class ExperienceStore:
         """Count the fusion uses (``match.fused_ids``), the scaffold use (``match.scaffold_id``) and
         the findings shown (``match.finding_ids``, counted as scaffold uses) of one answered query and
         set ``last_used_at``; returns the experiences updated."""
-        tenant_id = _positive_id(tenant_id, "tenant_id")
+        tenant_id = positive_id(tenant_id, "tenant_id")
         if not fused_ids and scaffold_id is None and not finding_ids:
             return 0
         with self.db.tenant_session(tenant_id) as s:
@@ -542,7 +544,7 @@ class ExperienceStore:
             ns2, nearest2 = self._novelty(s, c)
             timings["recheck_ms"] = _ms(t5)
             g2 = replace(g, ns=ns2)
-            if ns is None:  # ungated: the recheck is the only NS
+            if not gated:  # no precheck ran: the recheck is the only NS
                 details["nearest_experience_id"] = nearest2
             if gated and not is_novel(ns2, self.gates.tau_novel):
                 details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
@@ -662,7 +664,7 @@ class ExperienceStore:
             if not isinstance(p, UsedPassage):
                 raise InvalidInput(f"used passage #{i} must be a UsedPassage, got {type(p).__name__}")
             passages.append(
-                UsedPassage(id=_positive_id(p.id, f"used passage #{i} id"), text=str(p.text or ""), title=p.title or "")
+                UsedPassage(id=positive_id(p.id, f"used passage #{i} id"), text=str(p.text or ""), title=p.title or "")
             )
         names: dict[int, tuple[str, ...]] = {}
         for e, forms in (candidate.entity_names or {}).items():
@@ -671,8 +673,8 @@ class ExperienceStore:
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
             raise InvalidInput(f"corpus_version must be a non-negative integer, got {version!r}")
         return _Checked(
-            tenant_id=_positive_id(candidate.tenant_id, "tenant_id"),
-            corpus_id=_positive_id(candidate.corpus_id, "corpus_id"),
+            tenant_id=positive_id(candidate.tenant_id, "tenant_id"),
+            corpus_id=positive_id(candidate.corpus_id, "corpus_id"),
             query=query,
             answer=answer,
             explanation=candidate.explanation or "",
