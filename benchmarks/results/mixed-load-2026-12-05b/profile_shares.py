@@ -16,9 +16,10 @@ Stack = list[str]
 
 def read(path: str) -> list[tuple[Stack, int]]:
     rows = []
-    for line in open(path):
-        stack, _, n = line.rstrip("\n").rpartition(" ")
-        rows.append((stack.split(";"), int(n)))
+    with open(path) as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            rows.append((stack.split(";"), int(n)))
     return rows
 
 
