@@ -734,14 +734,18 @@ def test_write_back_caches_the_template_vector_the_question_pass_made(db: Databa
     r = store.write_back(c)
     assert r.stored and r.experience_id is not None
     assert mask(q, ()) not in seen  # not embedded again
-    np.testing.assert_allclose(store._templates[r.experience_id], given)
+    np.testing.assert_allclose(store.template_vector(mask(q, ())), given)
     q2 = "Where was the director of Amber Coast born?"
     other = candidate(
         tenant, corpus, unit(DIM, (3, 1.0)), {4: 1.0}, query=q2, template_text="another text", template_embedding=given
     )
     r2 = store.write_back(other)
     assert r2.stored and r2.experience_id is not None and mask(q2, ()) in seen
-    assert not np.allclose(store._templates[r2.experience_id], given)
+    assert not np.allclose(store.template_vector(mask(q2, ())), given)
+    # a third candidate of a form met before, without a vector of its own, is not embedded again
+    seen.clear()
+    r3 = store.write_back(candidate(tenant, corpus, unit(DIM, (5, 1.0)), {6: 1.0}, query=q))
+    assert r3.stored and seen == []
 
 
 def test_templates_are_embedded_only_where_matching_compares_them(db: Database, tenant: int) -> None:
@@ -764,4 +768,4 @@ def test_templates_are_embedded_only_where_matching_compares_them(db: Database, 
     corpus = make_corpus(db, tenant, DIM)
     off = store(scaffold="off")
     r = off.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}))
-    assert r.stored and r.experience_id not in off._templates and seen == []
+    assert r.stored and not off._templates and seen == []

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -726,6 +727,62 @@ def test_the_template_is_embedded_only_when_matching_compares_templates(
     assert b.answer and b.retrieval.encoding.embedding is not None
 
 
+class TextsEmbedded:
+    """An embedder that records the texts of each forward pass (``dim`` as the wrapped one's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self.passes: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        self.passes.append(list(texts))
+        return self.inner.encode(texts)
+
+
+def test_a_question_form_met_before_is_not_embedded_again(
+    clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    """Once the store has a question form's template vector (here from the first question's
+    write-back), a later question of that form is embedded alone, and its template vector is the
+    cached one; a form never met is still embedded with its question."""
+    from livingrag.experience.template import mask
+
+    tenant_id, corpus = clean
+    rag = make_rag()
+    assert rag.store.templates_needed
+    first = rag.answer(Q1, tenant=tenant_id, corpus=corpus.id)
+    assert first.writeback is not None and first.writeback.result(timeout=120).decision == "stored"
+    r = rag.retriever(tenant_id, corpus)
+    spy = TextsEmbedded(r.embedder)
+    r.embedder = spy
+    same_form = "Where was the director of Brevik born?"
+    a = rag.answer(same_form, tenant=tenant_id, corpus=corpus.id)
+    enc = a.retrieval.encoding
+    assert enc.template_text == first.retrieval.encoding.template_text == mask(same_form, enc.mentions)
+    assert spy.passes[0] == [same_form]
+    cached = rag.store.template_vector(enc.template_text)
+    assert cached is not None
+    np.testing.assert_allclose(enc.template_embedding, cached)
+    spy.passes.clear()
+    b = rag.answer("Who founded Silver Harbor?", tenant=tenant_id, corpus=corpus.id)
+    assert b.retrieval.encoding.template_text is not None
+    assert spy.passes[0] == ["Who founded Silver Harbor?", b.retrieval.encoding.template_text]
+
+
+def test_a_cached_template_of_another_dimension_is_embedded_anew(
+    clean: tuple[int, CorpusInfo], make_rag: Callable[..., LivingRAG]
+) -> None:
+    from livingrag.experience.template import mask
+
+    tenant_id, corpus = clean
+    r = make_rag().retriever(tenant_id, corpus)
+    enc = r.encode(Q1, template=mask, known_template=lambda t: np.ones(3))
+    alone = r.embedder.encode([enc.template_text])[0]
+    assert enc.template_embedding is not None and enc.template_embedding.shape == alone.shape
+    assert float(alone @ enc.template_embedding) > 0.9999
+
+
 def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     db: Database, server: OpenAICompatServer, clean: tuple[int, CorpusInfo]
 ) -> None:
@@ -739,9 +796,14 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
     encoder = CountingEncoder(get_embedder(m.embedding_model, m.device, m.embedding_batch_size))
     slow = GatedVerifier(delay_s=60)
     slow.release.set()
+    from livingrag.experience.template import mask
+
     with LivingRAG(settings, db=db, store=ExperienceStore(db, settings, encoder=encoder, verifier=slow)) as rag:
         e1 = store_first(rag, tenant_id, corpus)
-        assert e1 in rag.store._templates and encoder.calls == 0  # cached on the write-back thread, not embedded
+        first = rag.retriever(tenant_id, corpus).encode(Q1, template=mask)
+        assert first.template_text is not None
+        assert rag.store.template_vector(first.template_text) is not None  # cached on the write-back thread
+        assert encoder.calls == 0  # from the question's own forward pass, not embedded again
         slow.release.clear()  # hold the next write-back in its verifier
         a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)
         assert a.scaffold_id == e1 and a.scaffold is not None and a.scaffold.template_similarity > 0.5

@@ -69,6 +69,13 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
+def _unit(vector: Any) -> np.ndarray:
+    """``v / ||v||`` as a flat float64 array (a zero vector stays zero)."""
+    v = np.asarray(vector, dtype=np.float64).reshape(-1)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
 def validate_embedding(value: Any, what: str = "query embedding") -> np.ndarray:
     """A finite, non-zero 1-D vector, returned unit-normalised as float32."""
     try:
@@ -132,7 +139,9 @@ class ExperienceStore:
             self._resolved = ResolvedVerifier(verifier, verifier.name, "given")
         else:
             self._resolved = None
-        self._templates: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._templates: OrderedDict[str, np.ndarray] = OrderedDict()
+        """Unit template embeddings of eq. 12 by template text (LRU, ``template_cache_size``): a
+        question form met once, stored or asked, is not embedded again in this process."""
         self._dims: dict[tuple[int, int], int] = {}
 
     # ---------------------------------------------------------------- shared pieces
@@ -324,34 +333,47 @@ class ExperienceStore:
         )
 
     def _template_similarities(self, encoding: QueryEncoding, rows: Sequence[repo.CandidateRow]) -> np.ndarray:
-        """``cos(Emb(T(q)), Emb(T(q_k)))`` of eq. 12; template embeddings of stored experiences
-        are cached in memory (LRU), never stored."""
+        """``cos(Emb(T(q)), Emb(T(q_k)))`` of eq. 12 for each candidate row. Template vectors come
+        from the cache by template text, else from the question's forward pass (the query's own),
+        else from the encoder; all of them are then cached (in memory, LRU, never stored)."""
         query_template = mask(encoding.question, encoding.mentions)
-        missing = [r for r in rows if r.id not in self._templates]
-        texts = [r.query_template or mask(r.query, None) for r in missing]
         given = encoding.template_embedding if encoding.template_text == query_template else None
-        if given is None:  # not embedded with the question (see Retriever.encode's ``template``)
-            texts.insert(0, query_template)
-        vecs = np.asarray(self.encoder.encode(texts), dtype=np.float64) if texts else np.zeros((0, 1))
-        if given is not None:
-            q = np.asarray(given, dtype=np.float64).reshape(1, -1)
-            vecs = np.vstack([q, vecs]) if len(texts) else q
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        vecs = vecs / np.where(norms > 0, norms, 1.0)
-        cap = self.exp.template_cache_size
+        row_texts = [r.query_template or mask(r.query, None) for r in rows]
+        known = self._cached_templates([query_template, *row_texts])
+        if query_template not in known and given is not None:
+            known[query_template] = _unit(given)
+        missing = list(dict.fromkeys(t for t in (query_template, *row_texts) if t not in known))
+        if missing:
+            vecs = np.asarray(self.encoder.encode(missing), dtype=np.float64)
+            known |= {t: _unit(v) for t, v in zip(missing, vecs, strict=True)}
+        q = known[query_template]
+        self._cache_templates(known)
+        return np.array([float(known[t] @ q) for t in row_texts])
+
+    def template_vector(self, template: str) -> np.ndarray | None:
+        """The cached unit embedding of a question template (eq. 11), or None: the pipeline asks
+        before a question's forward pass, so a known question form is not embedded again."""
+        return self._cached_templates([template]).get(template)
+
+    def _cached_templates(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of ``texts`` (each found one becomes the most recently used)."""
         with self._lock:
-            for r, v in zip(missing, vecs[1:], strict=True):
-                self._templates[r.id] = v
-            out = np.array([float(self._templates[r.id] @ vecs[0]) if r.id in self._templates else 0.0 for r in rows])
-            for r in rows:
-                if r.id in self._templates:
-                    self._templates.move_to_end(r.id)
+            found = {t: self._templates[t] for t in texts if t in self._templates}
+            for t in found:
+                self._templates.move_to_end(t)
+        return found
+
+    def _cache_templates(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Put unit template vectors into the LRU cache, then trim it to ``template_cache_size``."""
+        cap = self.exp.template_cache_size
+        if cap == 0:
+            return
+        with self._lock:
+            for t, v in vectors.items():
+                self._templates[t] = v
+                self._templates.move_to_end(t)
             while len(self._templates) > cap:
                 self._templates.popitem(last=False)
-        if cap == 0:  # nothing cached: use the fresh vectors directly
-            fresh = dict(zip([r.id for r in missing], vecs[1:], strict=True))
-            out = np.array([float(fresh[r.id] @ vecs[0]) for r in rows])
-        return out
 
     def record_use(
         self,
@@ -595,22 +617,19 @@ class ExperienceStore:
     def _warm_template(self, experience_id: int, template: str | None, given: Any = None) -> None:
         """Put a just-stored experience's template embedding into the cache of eq. 12 now, on the
         write-back thread, so that the next query that meets it does not pay for it on its answer
-        path: ``given`` (the vector the question's forward pass made of this template, by the same
-        query encoder), else embedded here."""
+        path: nothing to do when its text is cached already; else ``given`` (the vector the
+        question's forward pass made of this template, by the same query encoder), else embedded here."""
         if not template or not self.templates_needed or self.exp.template_cache_size == 0:
+            return
+        if self._cached_templates([template]):
             return
         try:
             raw = given if given is not None else self.encoder.encode([template])[0]
-            vec = np.asarray(raw, dtype=np.float64).reshape(-1)
+            vec = _unit(raw)
         except Exception as exc:  # the cache is an optimisation: matching embeds it when missing
             log.warning("could not embed the template of experience %s: %s", experience_id, exc)
             return
-        norm = float(np.linalg.norm(vec))
-        with self._lock:
-            self._templates[experience_id] = vec / norm if norm > 0 else vec
-            self._templates.move_to_end(experience_id)
-            while len(self._templates) > self.exp.template_cache_size:
-                self._templates.popitem(last=False)
+        self._cache_templates({template: vec})
 
     def _decide(self, g: _Gated, decision: Decision, *, reason: str | None = None) -> WriteBackResult:
         """Log a decision that stores nothing, in its own transaction."""

@@ -274,9 +274,15 @@ class LivingRAG:
                         f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
                     )
             # living mode embeds the question's template (eq. 11) in the question's forward pass,
-            # when matching compares templates (eq. 12) at all
+            # when matching compares templates (eq. 12) at all and the store has not met that
+            # question form before (its cache, by template text)
             templates = m.read and use_experience and self.store.templates_needed
-            enc = r.encode(q, graph=graph, template=mask if templates else None)
+            enc = r.encode(
+                q,
+                graph=graph,
+                template=mask if templates else None,
+                known_template=self.store.template_vector if templates else None,
+            )
 
         match: MatchResult | None = None
         if m.read and use_experience:

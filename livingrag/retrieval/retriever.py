@@ -136,6 +136,7 @@ class Retriever:
         *,
         graph: CorpusGraph | None = None,
         template: Callable[[str, tuple[str, ...]], str] | None = None,
+        known_template: Callable[[str], np.ndarray | None] | None = None,
     ) -> QueryEncoding:
         """Mentions, question embedding and seed entities (a_base) for ``question``.
 
@@ -155,6 +156,7 @@ class Retriever:
         t0 = time.perf_counter()
         mode = self.params.question_ner
         template_text: str | None = None
+        template_vec: np.ndarray | None = None  # the template's vector when known_template had it
         if template is not None and mode != "always":
             # find the gazetteer spans first: if they settle the mentions, one forward pass embeds
             # the question and its template together (a second pass costs a whole one on a CPU)
@@ -165,7 +167,11 @@ class Retriever:
                 known = merge_mentions(question, [], spans, g.key_to_entity, normalize_entity)
                 template_text = template(question, tuple(known))
             link_ms = (time.perf_counter() - t_link) * 1000
-            texts = [question] if template_text is None else [question, template_text]
+            if template_text is not None and known_template is not None:
+                cached = known_template(template_text)
+                if cached is not None and cached.shape == (self.embedder.dim,):
+                    template_vec = cached
+            texts = [question] if template_text is None or template_vec is not None else [question, template_text]
             fut = self._pool.submit(self._timed_encode, texts)
         else:
             fut = self._pool.submit(self._timed_encode, [question])
@@ -205,7 +211,9 @@ class Retriever:
             passage_scores=_DenseScores(g.corpus_id, g.version, dense, weakref.ref(g), time.monotonic()),
             graph_version=g.version,
             template_text=template_text,
-            template_embedding=q_vecs[1] if template_text is not None else None,
+            template_embedding=(
+                template_vec if template_vec is not None else q_vecs[1] if template_text is not None else None
+            ),
         )
 
     def _gazetteer_spans(self, question: str, g: CorpusGraph) -> list[tuple[str, int, int]]:
