@@ -86,3 +86,47 @@ def test_flush_timeout() -> None:
     gate.set()
     assert w.flush(timeout=10)
     w.close()
+
+
+def test_a_backlog_is_handed_over_in_batches_in_order() -> None:
+    """With a batch handler, what waits in the queue when the thread wakes is handed over at once
+    (up to max_batch), in arrival order; flush counts every item; close still drains."""
+    gate, started = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def handle_batch(items: list[int]) -> None:
+        started.set()
+        gate.wait(10)
+        batches.append(list(items))
+
+    w: WritebackWorker[int] = WritebackWorker(lambda i: None, batch_handler=handle_batch, max_batch=4)
+    assert w.submit("k", 0)
+    assert started.wait(10)  # the first item is being handled alone; the next nine wait
+    for i in range(1, 10):
+        assert w.submit("k", i)
+    gate.set()
+    assert w.flush(timeout=10) and w.pending == 0
+    assert [i for b in batches for i in b] == list(range(10))
+    assert batches[0] == [0] and batches[1] == [1, 2, 3, 4] and all(1 <= len(b) <= 4 for b in batches)
+    assert w.submit("k", 10)
+    assert w.close(timeout=10) and batches[-1] == [10]
+
+
+def test_a_failing_batch_reports_each_of_its_items() -> None:
+    errors: list[int] = []
+    w: WritebackWorker[int] = WritebackWorker(
+        lambda i: None,
+        batch_handler=lambda items: (_ for _ in ()).throw(RuntimeError("database gone")),
+        on_error=lambda i, e: errors.append(i),
+    )
+    for i in range(5):
+        w.submit("k", i)
+    assert w.flush(timeout=10) and sorted(errors) == [0, 1, 2, 3, 4]
+    w.close()
+
+
+def test_max_batch_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="max_batch"):
+        WritebackWorker(lambda i: None, batch_handler=lambda items: None, max_batch=0)

@@ -18,6 +18,7 @@ row commit together or not at all.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -74,6 +75,14 @@ def _unit(vector: Any) -> np.ndarray:
     v = np.asarray(vector, dtype=np.float64).reshape(-1)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
+
+
+def _outcome(write: Callable[[], WriteBackResult]) -> WriteBackResult | InvalidInput | NotFound:
+    """``write()``'s decision, or the bad-input error it raised (returned, not raised)."""
+    try:
+        return write()
+    except (InvalidInput, NotFound) as exc:
+        return exc
 
 
 def validate_embedding(value: Any, what: str = "query embedding") -> np.ndarray:
@@ -396,6 +405,73 @@ class ExperienceStore:
 
     # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
 
+    def write_back_many(
+        self, items: Sequence[tuple[ExperienceCandidate, bool]]
+    ) -> list[WriteBackResult | InvalidInput | NotFound]:
+        """:meth:`write_back` of each ``(candidate, gated)`` in order; each one's decision, or the
+        :class:`InvalidInput` / :class:`NotFound` that :meth:`write_back` would have raised for it
+        (nothing of that candidate written). The outcome of every candidate is what
+        :meth:`write_back` gives it alone.
+
+        Ungated candidates that follow each other (the "w/o quality gate" ablation: no verifier,
+        so the database is their whole cost) are stored together, one transaction per (tenant,
+        corpus) with the corpus's reads and locks paid once (:meth:`_insert_all`); if that
+        transaction fails, nothing of it is kept and each of its candidates is written back alone,
+        so one candidate's failure stays its own. A gated candidate is written back alone, after
+        the ungated ones before it: its novelty precheck then sees every experience stored before
+        it, as it would one at a time."""
+        out: list[WriteBackResult | InvalidInput | NotFound | None] = [None] * len(items)
+        pending: list[tuple[int, _Ready]] = []
+
+        def store_pending() -> None:
+            groups: dict[tuple[int, int], list[tuple[int, _Ready]]] = {}
+            for i, r in pending:
+                groups.setdefault((r.g.c.tenant_id, r.g.c.corpus_id), []).append((i, r))
+            pending.clear()
+            for group in groups.values():
+                for (i, _), result in zip(group, self._insert_group([r for _, r in group]), strict=True):
+                    out[i] = result
+
+        for i, (candidate, gated) in enumerate(items):
+            if gated:
+                store_pending()
+                out[i] = _outcome(functools.partial(self.write_back, candidate))
+                continue
+            try:
+                pending.append((i, self._ungated(candidate)))
+            except (InvalidInput, NotFound) as exc:
+                out[i] = exc
+        store_pending()
+        assert all(o is not None for o in out)
+        return out  # type: ignore[return-value]
+
+    def _ungated(self, candidate: ExperienceCandidate) -> _Ready:
+        """A candidate of the "w/o quality gate" ablation, validated and ready to store (GS = 1.0)."""
+        t0 = time.perf_counter()
+        c = self._validate(candidate)
+        resolved = self.verifier
+        details: dict[str, Any] = dict(resolved.record()) | {"gates": "off"}
+        return _Ready(_Gated(c, resolved, details, {"validate_ms": _ms(t0)}, t0, gs=1.0), None, False)
+
+    def _insert_group(self, batch: Sequence[_Ready]) -> list[WriteBackResult | InvalidInput | NotFound]:
+        """:meth:`_insert_all` of ``batch`` (one tenant and corpus); when that fails, each candidate
+        alone, with :meth:`write_back`'s outcomes (an ``error`` decision, or the input error)."""
+        if len(batch) > 1:
+            try:
+                return list(self._insert_all(batch))
+            except Exception as exc:
+                log.warning("write-back of %d candidates together failed (%s); storing each alone", len(batch), exc)
+        return [_outcome(functools.partial(self._insert_or_error, r)) for r in batch]
+
+    def _insert_or_error(self, r: _Ready) -> WriteBackResult:
+        """:meth:`_insert` of one candidate, a failure other than bad input decided as ``error``."""
+        try:
+            return self._insert(r.g, r.version, gated=r.gated)
+        except (InvalidInput, NotFound):
+            raise
+        except Exception as exc:
+            return self._failed(r.g, exc)
+
     def write_back(self, candidate: ExperienceCandidate, *, gated: bool = True) -> WriteBackResult:
         """Gate and store one candidate; returns (and logs in ``writeback_log``) the decision.
 
@@ -473,10 +549,13 @@ class ExperienceStore:
         except (InvalidInput, NotFound):
             raise
         except Exception as exc:
-            log.warning("write-back of %r failed: %s", c.query[:80], exc, exc_info=True)
-            details["error_type"] = type(exc).__name__
-            reason = f"{type(exc).__name__}: {exc}"[:2000]
-            return self._decide(state(), "error", reason=reason)
+            return self._failed(state(), exc)
+
+    def _failed(self, g: _Gated, exc: Exception) -> WriteBackResult:
+        """The ``error`` decision of a write-back that failed with ``exc`` (logged, never raised)."""
+        log.warning("write-back of %r failed: %s", g.c.query[:80], exc, exc_info=True)
+        g.details["error_type"] = type(exc).__name__
+        return self._decide(g, "error", reason=f"{type(exc).__name__}: {exc}"[:2000])
 
     @staticmethod
     def _checked_version(s: Session, c: _Checked) -> int:
@@ -502,114 +581,171 @@ class ExperienceStore:
         return novelty_score(eta), rows[best].id
 
     def _insert(self, g: _Gated, version: int | None, *, gated: bool = True) -> WriteBackResult:
-        """Store the candidate that passed its gates (``g.gs`` is its confidence), unless its evidence
-        changed, the novelty recheck under the locks rejects it, or the tenant is at its quota; the
-        decision is logged in the storing transaction. ``version``: the corpus version the gates
-        read (None: read here, with the dimension check, as the ungated path does)."""
-        c, resolved, details, timings, t0, ns, gs = g.c, g.resolved, g.details, g.timings, g.t0, g.ns, g.gs
-        assert gs is not None and (ns is not None or not gated)
+        """Store one candidate that passed its gates: :meth:`_insert_all` of it alone."""
+        return self._insert_all([_Ready(g, version, gated)])[0]
+
+    def _insert_all(self, batch: Sequence[_Ready]) -> list[WriteBackResult]:
+        """Store candidates of one (tenant, corpus) that passed their gates (``g.gs`` is each one's
+        confidence), in order and in one transaction, each unless its evidence changed, the novelty
+        recheck under the locks rejects it (gated only), or the tenant is at its quota; each
+        decision is logged in that transaction. What a candidate's corpus and the locks cost (the
+        dimension and version, KeySent's surface forms, the corpus and scope locks, the quota
+        count) is paid once for the batch. ``version``: the corpus version the gates read (None:
+        read here, with the dimension check, as the ungated path does). Raises on any failure,
+        and then nothing of the batch is stored or logged."""
+        first = batch[0].g.c
+        assert all((r.g.c.tenant_id, r.g.c.corpus_id) == (first.tenant_id, first.corpus_id) for r in batch)
+        assert all(r.g.gs is not None and (r.g.ns is not None or not r.gated) for r in batch)
         t3 = time.perf_counter()
-        stored_map = sparsify(c.final, self.exp.epsilon, self.exp.max_map_entities)
         now = self._clock()
-        with self.db.tenant_session(c.tenant_id) as s:
-            if version is None:
-                version = self._checked_version(s, c)
-            anchors_ids = top_entities(c.final, self.exp.keysent_top_entities)
-            names = dict(c.entity_names)
-            lookup = [e for e in anchors_ids if e not in names]
+        maps = [sparsify(r.g.c.final, self.exp.epsilon, self.exp.max_map_entities) for r in batch]
+        with self.db.tenant_session(first.tenant_id) as s:
+            read_version = None
+            if any(r.version is None for r in batch):
+                read_version = self._checked_version(s, first)
+                for r in batch:
+                    if r.g.c.emb.shape[0] != first.emb.shape[0]:
+                        self._checked_version(s, r.g.c)  # raises InvalidInput naming the dimension
+            anchors = [top_entities(r.g.c.final, self.exp.keysent_top_entities) for r in batch]
+            names: dict[int, tuple[str, ...]] = {}
+            for r in batch:
+                names |= r.g.c.entity_names
+            lookup = sorted({e for ids in anchors for e in ids if e not in names})
             if lookup:
-                names |= repo.entity_surface_forms(s, c.corpus_id, lookup)
-            anchors = {e: tuple(names.get(e, ())) for e in anchors_ids}
-            summary = compose_summary(
-                c.query, keysent(c.explanation, anchors, c.final, self.exp.keysent_count), c.answer
-            )
-            new = repo.NewExperience(
-                tenant_id=c.tenant_id,
-                corpus_id=c.corpus_id,
-                query=c.query,
-                query_template=mask(c.query, c.mentions),
-                embedding=c.emb,
-                activation=stored_map,
-                summary=summary,
-                answer=c.answer,
-                confidence=float(gs),
-                grounding={
-                    "gs": gs,
-                    "gated": gated,  # answer reuse gives only gated experiences' answers again
-                    "tau_nli": self.gates.tau_nli,
-                    "claims": details.get("claims", []),
-                    **resolved.record(),
-                },
-                source_passage_ids=[p.id for p in c.passages],
-                corpus_version=c.corpus_version if c.corpus_version is not None else version,
-                created_at=now,
-                expires_at=(now + self.exp.ttl) if self.exp.ttl is not None else None,
-            )
-            timings["build_ms"] = _ms(t3)
+                names |= repo.entity_surface_forms(s, first.corpus_id, lookup)
+            news = [
+                self._new_experience(r, maps[i], {e: tuple(names.get(e, ())) for e in anchors[i]}, now, read_version)
+                for i, r in enumerate(batch)
+            ]
+            build_ms = _ms(t3)
             t4 = time.perf_counter()
             # passage changes wait for this transaction, and it for them: an experience is either
             # committed before a change (which then marks it stale) or checked against it here
-            corpus_repo.lock_corpus_shared(s, c.corpus_id)
-            repo.lock_scope(s, c.corpus_id)
-            timings["lock_wait_ms"] = _ms(t4)
-            changed = self._changed_evidence(s, c)
-            if changed:
-                reason = (
-                    f"source passage(s) {', '.join(map(str, changed))} changed or were deleted after the "
-                    f"retrieval (corpus version {c.corpus_version})"
-                )
-                details |= {"stage": "evidence_changed", "changed_passage_ids": changed}
-                timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, g, "rejected_grounding", reason=reason)
-                return g.result("rejected_grounding", log_id, reason=reason)
-            t5 = time.perf_counter()
-            ns2, nearest2 = self._novelty(s, c)
-            timings["recheck_ms"] = _ms(t5)
-            g2 = replace(g, ns=ns2)
-            if not gated:  # no precheck ran: the recheck is the only NS
-                details["nearest_experience_id"] = nearest2
-            if gated and not is_novel(ns2, self.gates.tau_novel):
-                details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": ns}
-                timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, g2, "rejected_novelty")
-                return g2.result("rejected_novelty", log_id)
-            refusal = self._over_quota(s, c.tenant_id)
-            if refusal is not None:
-                details |= {"stage": "quota", "quota": "api.max_experiences_per_tenant"}
-                timings["total_ms"] = _ms(t0)
-                log_id = self._log(s, g2, "dropped", reason=refusal)
-                return g2.result("dropped", log_id, reason=refusal)
-            t6 = time.perf_counter()
-            exp_id = repo.insert_experience(s, new)
-            details |= {"stage": "stored", "map_size": len(stored_map), "novelty_recheck": ns2}
-            timings["insert_ms"] = _ms(t6)
-            timings["total_ms"] = _ms(t0)
-            log_id = self._log(s, g2, "stored", experience_id=exp_id)
-        given = c.template_embedding if c.template_text == new.query_template else None
-        self._warm_template(exp_id, new.query_template, given)
-        return g2.result("stored", log_id, experience_id=exp_id)
+            corpus_repo.lock_corpus_shared(s, first.corpus_id)
+            repo.lock_scope(s, first.corpus_id)
+            lock_ms = _ms(t4)
+            current = corpora.current_version(s, first.corpus_id)
+            held = self._held_experiences(s, first.tenant_id)
+            out: list[WriteBackResult] = []
+            stored: list[tuple[int, _Ready, repo.NewExperience]] = []
+            for r, new in zip(batch, news, strict=True):
+                r.g.timings.update(build_ms=build_ms, lock_wait_ms=lock_ms)
+                decided, exp_id = self._store_in(s, r, new, current, held)
+                out.append(decided)
+                if exp_id is not None:
+                    held = None if held is None else held + 1
+                    stored.append((exp_id, r, new))
+        for exp_id, r, new in stored:
+            c = r.g.c
+            given = c.template_embedding if c.template_text == new.query_template else None
+            self._warm_template(exp_id, new.query_template, given)
+        return out
 
-    def _over_quota(self, s: Session, tenant_id: int) -> str | None:
-        """Why the tenant may store no more experiences (``api.max_experiences_per_tenant``
-        reached), or None. Checked in the storing transaction under a per-tenant lock, so the quota
-        holds with several write-back threads and replicas; a candidate that passed its gates is
-        logged as ``dropped`` with this reason instead of stored."""
-        limit = self.settings.api.max_experiences_per_tenant
-        if limit is None:
+    def _new_experience(
+        self,
+        r: _Ready,
+        stored_map: dict[int, float],
+        anchors: Mapping[int, tuple[str, ...]],
+        now: datetime,
+        read_version: int | None,
+    ) -> repo.NewExperience:
+        """The row of a candidate about to be stored: KeySent's summary (eq. 6), its template
+        (eq. 11), its sparsified map (eq. 5), confidence GS and the gate record."""
+        c, gs = r.g.c, r.g.gs
+        assert gs is not None
+        summary = compose_summary(c.query, keysent(c.explanation, anchors, c.final, self.exp.keysent_count), c.answer)
+        version = r.version if r.version is not None else read_version
+        assert version is not None
+        return repo.NewExperience(
+            tenant_id=c.tenant_id,
+            corpus_id=c.corpus_id,
+            query=c.query,
+            query_template=mask(c.query, c.mentions),
+            embedding=c.emb,
+            activation=stored_map,
+            summary=summary,
+            answer=c.answer,
+            confidence=float(gs),
+            grounding={
+                "gs": gs,
+                "gated": r.gated,  # answer reuse gives only gated experiences' answers again
+                "tau_nli": self.gates.tau_nli,
+                "claims": r.g.details.get("claims", []),
+                **r.g.resolved.record(),
+            },
+            source_passage_ids=[p.id for p in c.passages],
+            corpus_version=c.corpus_version if c.corpus_version is not None else version,
+            created_at=now,
+            expires_at=(now + self.exp.ttl) if self.exp.ttl is not None else None,
+        )
+
+    def _store_in(
+        self, s: Session, r: _Ready, new: repo.NewExperience, current: int, held: int | None
+    ) -> tuple[WriteBackResult, int | None]:
+        """Inside the storing transaction (locks held): one candidate's last checks, then its row and
+        its log row; (its decision, the new experience's id or None). ``current``: the corpus version
+        now; ``held``: the tenant's experiences now, when a quota applies (else None)."""
+        g, c, details, timings = r.g, r.g.c, r.g.details, r.g.timings
+        changed = self._changed_evidence(s, c, current)
+        if changed:
+            reason = (
+                f"source passage(s) {', '.join(map(str, changed))} changed or were deleted after the "
+                f"retrieval (corpus version {c.corpus_version})"
+            )
+            details |= {"stage": "evidence_changed", "changed_passage_ids": changed}
+            timings["total_ms"] = _ms(g.t0)
+            log_id = self._log(s, g, "rejected_grounding", reason=reason)
+            return g.result("rejected_grounding", log_id, reason=reason), None
+        t5 = time.perf_counter()
+        ns2, nearest2 = self._novelty(s, c)
+        timings["recheck_ms"] = _ms(t5)
+        g2 = replace(g, ns=ns2)
+        if not r.gated:  # no precheck ran: the recheck is the only NS
+            details["nearest_experience_id"] = nearest2
+        if r.gated and not is_novel(ns2, self.gates.tau_novel):
+            details |= {"stage": "recheck", "nearest_experience_id": nearest2, "novelty_precheck": g.ns}
+            timings["total_ms"] = _ms(g.t0)
+            log_id = self._log(s, g2, "rejected_novelty")
+            return g2.result("rejected_novelty", log_id), None
+        refusal = self._quota_refusal(c.tenant_id, held)
+        if refusal is not None:
+            details |= {"stage": "quota", "quota": "api.max_experiences_per_tenant"}
+            timings["total_ms"] = _ms(g.t0)
+            log_id = self._log(s, g2, "dropped", reason=refusal)
+            return g2.result("dropped", log_id, reason=refusal), None
+        t6 = time.perf_counter()
+        exp_id = repo.insert_experience(s, new)
+        details |= {"stage": "stored", "map_size": len(new.activation), "novelty_recheck": ns2}
+        timings["insert_ms"] = _ms(t6)
+        timings["total_ms"] = _ms(g.t0)
+        log_id = self._log(s, g2, "stored", experience_id=exp_id)
+        return g2.result("stored", log_id, experience_id=exp_id), exp_id
+
+    def _held_experiences(self, s: Session, tenant_id: int) -> int | None:
+        """The tenant's experiences now, under a per-tenant lock, when ``api.max_experiences_per_tenant``
+        is set (else None, and no lock). Taken in the storing transaction, last, after the corpus
+        locks (no cycle), so the quota holds with several write-back threads and replicas."""
+        if self.settings.api.max_experiences_per_tenant is None:
             return None
-        repo.lock_tenant_experiences(s, tenant_id)  # taken last, after the corpus locks: no cycle
-        held = repo.count_tenant_experiences(s, tenant_id)
-        if not over_quota(limit, held, 1):
+        repo.lock_tenant_experiences(s, tenant_id)
+        return repo.count_tenant_experiences(s, tenant_id)
+
+    def _quota_refusal(self, tenant_id: int, held: int | None) -> str | None:
+        """Why the tenant may store no more experiences (``api.max_experiences_per_tenant`` reached,
+        with ``held`` of them now), or None; a candidate that passed its gates is then logged as
+        ``dropped`` with this reason instead of stored."""
+        limit = self.settings.api.max_experiences_per_tenant
+        if limit is None or held is None or not over_quota(limit, held, 1):
             return None
         log.warning("write-back: tenant %s is at its experience quota (%d of %d)", tenant_id, held, limit)
         return f"quota exceeded: api.max_experiences_per_tenant = {limit} experiences; the tenant has {held}"
 
     @staticmethod
-    def _changed_evidence(s: Session, c: _Checked) -> list[int]:
+    def _changed_evidence(s: Session, c: _Checked, current: int) -> list[int]:
         """The cited passages whose title or text is no longer what the answer was grounded on (or that
-        are gone), when the corpus version moved since the retrieval; none when it did not, or when
-        the candidate names no retrieval version."""
-        if c.corpus_version is None or corpora.current_version(s, c.corpus_id) == c.corpus_version:
+        are gone), when the corpus version moved since the retrieval (``current`` is the version
+        now); none when it did not, or when the candidate names no retrieval version."""
+        if c.corpus_version is None or current == c.corpus_version:
             return []
         now = corpus_repo.passage_texts(s, c.corpus_id, [p.id for p in c.passages])
         return sorted(p.id for p in c.passages if now.get(p.id) != ((p.title or ""), p.text))
@@ -739,6 +875,16 @@ class _Gated:
             claims=self.verdicts,
             timings=self.timings,
         )
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A candidate that passed its gates (or has none), on its way into the store: ``version`` is the
+    corpus version its gates read (None: the storing transaction reads it)."""
+
+    g: _Gated
+    version: int | None
+    gated: bool
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,7 @@ class LivingRAG:
         )
         self._worker: WritebackWorker[_Job] = WritebackWorker(
             self._run_writeback,
+            batch_handler=self._run_writebacks,
             threads=writeback_threads,
             maxsize=settings.api.writeback_queue_size,
             on_drop=self._on_drop,
@@ -564,6 +565,17 @@ class LivingRAG:
         result = self.store.write_back(job.candidate, gated=job.gated)
         job.future.set_result(result)
 
+    def _run_writebacks(self, jobs: list[_Job]) -> None:
+        """What the write-back queue holds at once, in order (:meth:`ExperienceStore.write_back_many`:
+        consecutive ungated candidates of a corpus are stored in one transaction); a candidate's
+        bad input is logged as its ``error`` decision by :meth:`_on_error`."""
+        outcomes = self.store.write_back_many([(j.candidate, j.gated) for j in jobs])
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if isinstance(outcome, WriteBackResult):
+                job.future.set_result(outcome)
+            else:
+                self._on_error(job, outcome)
+
     def _on_drop(self, job: _Job, reason: str) -> None:
         c = job.candidate
         self.drops.record(
@@ -575,7 +587,10 @@ class LivingRAG:
     def _on_error(self, job: _Job, exc: BaseException) -> None:
         """A write-back that raised (the store records its own failures as ``error`` decisions;
         this catches what it lets through, e.g. a verifier that cannot be built): logged as an
-        ``error`` decision too, so that every answered query has its write-back outcome."""
+        ``error`` decision too, so that every answered query has its write-back outcome. A job
+        already decided (a batch that failed after deciding some of its jobs) is left as it is."""
+        if job.future.done():
+            return
         c = job.candidate
         try:
             with self.db.tenant_session(c.tenant_id) as s:

@@ -4,6 +4,9 @@ Items are processed in arrival order per key (tenant, corpus); different keys ma
 parallel on different threads. A full queue drops the new item and reports it, so answering
 never blocks on the verifier. ``flush()`` waits until everything submitted so far is done and
 ``close()`` drains the queue before stopping.
+
+With a ``batch_handler``, a thread hands it everything its queue holds when it wakes (up to
+``max_batch`` items, in arrival order), so a backlog is written in few transactions.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class WritebackWorker(Generic[T]):
         self,
         handler: Callable[[T], None],
         *,
+        batch_handler: Callable[[list[T]], None] | None = None,
+        max_batch: int = 64,
         threads: int = 1,
         maxsize: int = 1000,
         on_drop: Callable[[T, str], None] | None = None,
@@ -46,7 +51,12 @@ class WritebackWorker(Generic[T]):
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
         self._handler = handler
+        self._batch_handler = batch_handler
+        """Handles what a thread's queue holds at once (instead of ``handler``, item by item)."""
+        self._max_batch = max_batch
         self._on_drop = on_drop
         self._on_error = on_error
         self._queues: list[queue.Queue[T | _Stop]] = [queue.Queue(maxsize=maxsize) for _ in range(threads)]
@@ -98,19 +108,42 @@ class WritebackWorker(Generic[T]):
             item = q.get()
             if item is _STOP:
                 return
+            batch, stop = self._take_batch(q, item)
             try:
-                self._handler(item)
+                if self._batch_handler is not None:
+                    self._batch_handler(batch)
+                else:
+                    self._handler(item)
             except BaseException as exc:  # a failing write-back must never kill the worker
                 log.exception("write-back failed")
                 if self._on_error is not None:
-                    try:
-                        self._on_error(item, exc)
-                    except Exception:
-                        log.exception("on_error callback failed")
+                    for failed in batch:
+                        try:
+                            self._on_error(failed, exc)
+                        except Exception:
+                            log.exception("on_error callback failed")
             finally:
                 with self._cond:
-                    self._pending -= 1
+                    self._pending -= len(batch)
                     self._cond.notify_all()
+            if stop:
+                return
+
+    def _take_batch(self, q: queue.Queue[T | _Stop], first: T) -> tuple[list[T], bool]:
+        """``first`` and, with a batch handler, what else ``q`` holds now (up to ``max_batch`` in
+        all); whether the stop sentinel was met behind them."""
+        batch = [first]
+        if self._batch_handler is None:
+            return batch, False
+        while len(batch) < self._max_batch:
+            try:
+                nxt = q.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is _STOP:
+                return batch, True
+            batch.append(nxt)
+        return batch, False
 
     @property
     def pending(self) -> int:
