@@ -519,6 +519,13 @@ class APISettings(_Group):
     writeback_queue_size: int = Field(
         default=1000, ge=1, description="Pending write-back candidates before new ones are dropped (and logged)."
     )
+    writeback_batch: int = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="Most queued write-back candidates taken at once; consecutive ungated ones of a corpus are "
+        "stored in one transaction, which holds the corpus's shared lock (passage changes wait for it).",
+    )
     recovery_grace_s: float = Field(
         default=300.0,
         ge=0,

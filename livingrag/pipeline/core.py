@@ -182,6 +182,7 @@ class LivingRAG:
         self._worker: WritebackWorker[_Job] = WritebackWorker(
             self._run_writeback,
             batch_handler=self._run_writebacks,
+            max_batch=settings.api.writeback_batch,
             threads=writeback_threads,
             maxsize=settings.api.writeback_queue_size,
             on_drop=self._on_drop,
