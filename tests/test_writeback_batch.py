@@ -162,3 +162,31 @@ def test_two_corpora_in_one_batch_are_stored_apart(db: Database, tenant: int) ->
     assert [n for _, _, n in _log(db, tenant)] == [None, ids[0], None, ids[1]]
     assert _stored_in_one_transaction(db, [ids[0], ids[2]]) and _stored_in_one_transaction(db, [ids[1], ids[3]])
     assert not _stored_in_one_transaction(db, [ids[0], ids[1]])
+
+
+def test_a_failure_write_back_does_not_decide_is_returned_and_the_rest_go_on(db: Database, tenant: int) -> None:
+    """A failure that write_back raises rather than decides (a verifier that cannot be built) is
+    returned as that candidate's outcome; the candidates after it are still written."""
+    corpus = make_corpus(db, tenant, DIM)
+
+    class VerifierFailsOnce(ExperienceStore):
+        failed = False
+
+        @property
+        def verifier(self) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("NLI model could not be loaded")
+            return super().verifier
+
+    store = VerifierFailsOnce(
+        db, get_settings(experience={"scaffold": "on"}), encoder=HashingEncoder(), verifier=CountingVerifier()
+    )
+    out = store.write_back_many(
+        [
+            (candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query="first?"), True),
+            (candidate(tenant, corpus, unit(DIM, (3, 1.0)), {4: 1.0}, query="second?"), False),
+        ]
+    )
+    assert isinstance(out[0], RuntimeError) and "could not be loaded" in str(out[0])
+    assert isinstance(out[1], WriteBackResult) and out[1].stored

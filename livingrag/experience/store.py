@@ -77,11 +77,12 @@ def _unit(vector: Any) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
-def _outcome(write: Callable[[], WriteBackResult]) -> WriteBackResult | InvalidInput | NotFound:
-    """``write()``'s decision, or the bad-input error it raised (returned, not raised)."""
+def _outcome(write: Callable[[], WriteBackResult]) -> WriteBackResult | Exception:
+    """``write()``'s decision, or what it raised (returned, not raised): bad input, or a failure
+    that :meth:`ExperienceStore.write_back` does not decide itself (a verifier that cannot be built)."""
     try:
         return write()
-    except (InvalidInput, NotFound) as exc:
+    except Exception as exc:
         return exc
 
 
@@ -405,13 +406,12 @@ class ExperienceStore:
 
     # ---------------------------------------------------------------- write-back (eq. 5-6, 15-19)
 
-    def write_back_many(
-        self, items: Sequence[tuple[ExperienceCandidate, bool]]
-    ) -> list[WriteBackResult | InvalidInput | NotFound]:
+    def write_back_many(self, items: Sequence[tuple[ExperienceCandidate, bool]]) -> list[WriteBackResult | Exception]:
         """:meth:`write_back` of each ``(candidate, gated)`` in order; each one's decision, or the
-        :class:`InvalidInput` / :class:`NotFound` that :meth:`write_back` would have raised for it
-        (nothing of that candidate written). The outcome of every candidate is what
-        :meth:`write_back` gives it alone.
+        exception :meth:`write_back` would have raised for it (:class:`InvalidInput`,
+        :class:`NotFound`, or a failure it does not decide itself; nothing of that candidate
+        written), returned so that one candidate's error never stops the others. The outcome of
+        every candidate is what :meth:`write_back` gives it alone.
 
         Ungated candidates that follow each other (the "w/o quality gate" ablation: no verifier,
         so the database is their whole cost) are stored together, one transaction per (tenant,
@@ -420,7 +420,7 @@ class ExperienceStore:
         so one candidate's failure stays its own. A gated candidate is written back alone, after
         the ungated ones before it: its novelty precheck then sees every experience stored before
         it, as it would one at a time."""
-        out: list[WriteBackResult | InvalidInput | NotFound | None] = [None] * len(items)
+        out: list[WriteBackResult | Exception | None] = [None] * len(items)
         pending: list[tuple[int, _Ready]] = []
 
         def store_pending() -> None:
@@ -439,7 +439,7 @@ class ExperienceStore:
                 continue
             try:
                 pending.append((i, self._ungated(candidate)))
-            except (InvalidInput, NotFound) as exc:
+            except Exception as exc:
                 out[i] = exc
         store_pending()
         assert all(o is not None for o in out)
@@ -453,7 +453,7 @@ class ExperienceStore:
         details: dict[str, Any] = dict(resolved.record()) | {"gates": "off"}
         return _Ready(_Gated(c, resolved, details, {"validate_ms": _ms(t0)}, t0, gs=1.0), None, False)
 
-    def _insert_group(self, batch: Sequence[_Ready]) -> list[WriteBackResult | InvalidInput | NotFound]:
+    def _insert_group(self, batch: Sequence[_Ready]) -> list[WriteBackResult | Exception]:
         """:meth:`_insert_all` of ``batch`` (one tenant and corpus); when that fails, each candidate
         alone, with :meth:`write_back`'s outcomes (an ``error`` decision, or the input error)."""
         if len(batch) > 1:
