@@ -57,7 +57,7 @@ class DBSettings(_Group):
         default=None,
         ge=16,
         le=1_048_576,
-        description="Embedded server's shared_buffers in MB (None: half the memory, 128 MB to 16 GB). "
+        description="Embedded server's shared_buffers in MB (None: a quarter of the memory, 128 MB to 16 GB). "
         "Takes effect at the server's next start; `livingrag db status` shows it.",
     )
     effective_cache_size_mb: int | None = Field(

@@ -16,15 +16,11 @@ from livingrag.db.server_memory import CONF_NAME, INCLUDE_LINE, cgroup_limit_mb,
 
 
 def test_the_plan_from_the_machine_memory() -> None:
-    # 24 GB: a half, three quarters, a sixteenth
+    # 24 GB: a quarter, three quarters, a sixteenth
     p = plan_memory(24_000)
-    assert (p.shared_buffers_mb, p.effective_cache_size_mb, p.maintenance_work_mem_mb) == (12000, 18000, 1500)
+    assert (p.shared_buffers_mb, p.effective_cache_size_mb, p.maintenance_work_mem_mb) == (6000, 18000, 1500)
     assert p.auto == (True, True, True)
-    assert p.conf() == {
-        "shared_buffers": "12000MB",
-        "effective_cache_size": "18000MB",
-        "maintenance_work_mem": "1500MB",
-    }
+    assert p.conf() == {"shared_buffers": "6000MB", "effective_cache_size": "18000MB", "maintenance_work_mem": "1500MB"}
     # the bounds: 128 MB .. 16 GB shared buffers, 64 MB .. 2 GB for index builds
     small, big = plan_memory(256), plan_memory(1_000_000)
     assert (small.shared_buffers_mb, small.effective_cache_size_mb, small.maintenance_work_mem_mb) == (128, 192, 64)

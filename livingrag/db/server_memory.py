@@ -6,16 +6,12 @@ million experiences (its table plus HNSW index, a few GB) then misses the buffer
 match after a restart. With M the memory this process may use (the machine's, or its cgroup's
 limit when lower), in MB:
 
-    shared_buffers       = clamp(M / 2,  128, 16384)
+    shared_buffers       = clamp(M / 4,  128, 16384)
     effective_cache_size = max(3 M / 4, shared_buffers)
     maintenance_work_mem = clamp(M / 16, 64, 2048)
 
-Half of memory for PostgreSQL's cache, not the usual quarter: matching a million experiences
-touches about 7 GB (the experience rows the entity channel fetches, the entity index, the scope
-HNSW indexes), and with a quarter (6 GB on a 24 GB machine) the largest tenant's matches kept
-reading pages from the OS after a restart (p50 18-20 ms against 9.5 ms with half; see
-``benchmarks/results/store-zipf-1m-2026-12-05``). The planner is told the OS caches most of the
-rest, index builds get a sixteenth. A value set explicitly wins.
+(the usual sizing: a quarter of memory for PostgreSQL's cache, the planner told the OS caches
+most of the rest, index builds given a sixteenth). A value set explicitly wins.
 """
 
 from __future__ import annotations
@@ -68,7 +64,7 @@ def plan_memory(
     """The settings of the module docstring for ``memory_mb`` of memory (given values win)."""
     if memory_mb <= 0:
         raise ValueError(f"memory must be positive, got {memory_mb} MB")
-    sb = shared_buffers_mb if shared_buffers_mb is not None else _clamp(memory_mb // 2, 128, 16384)
+    sb = shared_buffers_mb if shared_buffers_mb is not None else _clamp(memory_mb // 4, 128, 16384)
     ec = effective_cache_size_mb if effective_cache_size_mb is not None else max(3 * memory_mb // 4, sb)
     mw = maintenance_work_mem_mb if maintenance_work_mem_mb is not None else _clamp(memory_mb // 16, 64, 2048)
     auto = (shared_buffers_mb is None, effective_cache_size_mb is None, maintenance_work_mem_mb is None)
