@@ -99,7 +99,7 @@ def test_a_backlog_is_handed_over_in_batches_in_order() -> None:
         gate.wait(10)
         batches.append(list(items))
 
-    w: WritebackWorker[int] = WritebackWorker(lambda i: None, batch_handler=handle_batch, max_batch=4)
+    w: WritebackWorker[int] = WritebackWorker(batch_handler=handle_batch, max_batch=4)
     assert w.submit("k", 0)
     assert started.wait(10)  # the first item is being handled alone; the next nine wait
     for i in range(1, 10):
@@ -115,7 +115,6 @@ def test_a_backlog_is_handed_over_in_batches_in_order() -> None:
 def test_a_failing_batch_reports_each_of_its_items() -> None:
     errors: list[int] = []
     w: WritebackWorker[int] = WritebackWorker(
-        lambda i: None,
         batch_handler=lambda items: (_ for _ in ()).throw(RuntimeError("database gone")),
         on_error=lambda i, e: errors.append(i),
     )
@@ -129,4 +128,8 @@ def test_max_batch_is_checked() -> None:
     import pytest
 
     with pytest.raises(ValueError, match="max_batch"):
-        WritebackWorker(lambda i: None, batch_handler=lambda items: None, max_batch=0)
+        WritebackWorker(batch_handler=lambda items: None, max_batch=0)
+    with pytest.raises(ValueError, match="one of handler"):
+        WritebackWorker(lambda i: None, batch_handler=lambda items: None)
+    with pytest.raises(ValueError, match="one of handler"):
+        WritebackWorker()

@@ -350,14 +350,16 @@ class ExperienceStore:
         given = encoding.template_embedding if encoding.template_text == query_template else None
         row_texts = [r.query_template or mask(r.query, None) for r in rows]
         known = self._cached_templates([query_template, *row_texts])
+        fresh: dict[str, np.ndarray] = {}
         if query_template not in known and given is not None:
-            known[query_template] = _unit(given)
-        missing = list(dict.fromkeys(t for t in (query_template, *row_texts) if t not in known))
+            fresh[query_template] = _unit(given)
+        missing = list(dict.fromkeys(t for t in (query_template, *row_texts) if t not in known and t not in fresh))
         if missing:
             vecs = np.asarray(self.encoder.encode(missing), dtype=np.float64)
-            known |= {t: _unit(v) for t, v in zip(missing, vecs, strict=True)}
+            fresh |= {t: _unit(v) for t, v in zip(missing, vecs, strict=True)}
+        self._cache_templates(fresh)  # the cached ones were marked as used when they were read
+        known |= fresh
         q = known[query_template]
-        self._cache_templates(known)
         return np.array([float(known[t] @ q) for t in row_texts])
 
     def template_vector(self, template: str) -> np.ndarray | None:
@@ -483,6 +485,8 @@ class ExperienceStore:
         tenant does not have) and writes nothing. Any other failure is recorded as an ``error``
         decision and returned, never raised, so a background worker keeps going.
         """
+        if not gated:  # no gate to pass: one transaction, NS computed once, under the storing locks
+            return self._insert_or_error(self._ungated(candidate))
         t0 = time.perf_counter()
         c = self._validate(candidate)
         resolved = self.verifier
@@ -498,10 +502,6 @@ class ExperienceStore:
             return _Gated(c, resolved, details, timings, t0, ns=ns, gs=gs, verdicts=verdicts)
 
         try:
-            if not gated:
-                # no gate to pass: one transaction, NS computed once, under the storing locks
-                details["gates"] = "off"
-                return self._insert(replace(state(), gs=1.0), None, gated=False)
             t1 = time.perf_counter()
             with self.db.tenant_session(c.tenant_id) as s:
                 version = self._checked_version(s, c)

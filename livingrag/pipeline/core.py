@@ -180,7 +180,6 @@ class LivingRAG:
             max_bytes=None if api.graph_cache_max_mb is None else int(api.graph_cache_max_mb * 1_000_000),
         )
         self._worker: WritebackWorker[_Job] = WritebackWorker(
-            self._run_writeback,
             batch_handler=self._run_writebacks,
             max_batch=settings.api.writeback_batch,
             threads=writeback_threads,
@@ -561,10 +560,6 @@ class LivingRAG:
             log.warning("could not log the failed query", exc_info=True)
 
     # ---------------------------------------------------------------- write-back
-
-    def _run_writeback(self, job: _Job) -> None:
-        result = self.store.write_back(job.candidate, gated=job.gated)
-        job.future.set_result(result)
 
     def _run_writebacks(self, jobs: list[_Job]) -> None:
         """What the write-back queue holds at once, in order (:meth:`ExperienceStore.write_back_many`:

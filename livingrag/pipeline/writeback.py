@@ -39,7 +39,7 @@ class WritebackWorker(Generic[T]):
 
     def __init__(
         self,
-        handler: Callable[[T], None],
+        handler: Callable[[T], None] | None = None,
         *,
         batch_handler: Callable[[list[T]], None] | None = None,
         max_batch: int = 64,
@@ -53,9 +53,12 @@ class WritebackWorker(Generic[T]):
             raise ValueError("threads must be >= 1")
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("give one of handler (item by item) and batch_handler")
         self._handler = handler
+        """Handles one item at a time (when there is no ``batch_handler``)."""
         self._batch_handler = batch_handler
-        """Handles what a thread's queue holds at once (instead of ``handler``, item by item)."""
+        """Handles what a thread's queue holds at once."""
         self._max_batch = max_batch
         self._on_drop = on_drop
         self._on_error = on_error
@@ -113,6 +116,7 @@ class WritebackWorker(Generic[T]):
                 if self._batch_handler is not None:
                     self._batch_handler(batch)
                 else:
+                    assert self._handler is not None
                     self._handler(item)
             except BaseException as exc:  # a failing write-back must never kill the worker
                 log.exception("write-back failed")
