@@ -79,6 +79,15 @@ class DBSettings(_Group):
         "and indexes into the OS page cache in the background (up to half the available memory), so the "
         "first matches after a restart or reboot do not wait on the disk. An external server is never read.",
     )
+    prewarm_buffers_fraction: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=0.9,
+        description="Embedded server only, with prewarm on: after the read-ahead, load the experience indexes "
+        "that matching walks (per-scope HNSW first, then the entity channel) into PostgreSQL's shared_buffers, "
+        "up to this fraction of them, so that a large scope's first matches after a restart read no page "
+        "from outside (0: only the read-ahead). Needs the loader scripts/install.sh builds.",
+    )
     pool_size: int = Field(
         default=20,
         ge=1,

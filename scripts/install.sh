@@ -32,9 +32,21 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 stamp="$VENV/.livingrag-install"
-want="$(cat pyproject.toml scripts/install.sh livingrag/generation/providers/llama_build_flags.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml scripts/install.sh livingrag/generation/providers/llama_build_flags.txt livingrag/db/native/livingrag_buffers.c | sha256sum | cut -d' ' -f1)"
+# The embedded server's buffer loader (livingrag/db/native/livingrag_buffers.c, loaded by
+# db.prewarm_buffers_fraction after a restart): compiled with the system C compiler against that
+# server's headers into its library folder, portable flags only. Without a compiler the server
+# runs as well; only that load is skipped (livingrag db status says so).
+build_loader() {
+  if "$VENV/bin/python" -m livingrag.db.loader_build check >/dev/null 2>&1 && [ "${1:-}" != force ]; then
+    return 0
+  fi
+  "$VENV/bin/python" -m livingrag.db.loader_build build >/dev/null \
+    || echo "install: the buffer loader was not built (above); matches after a restart warm up more slowly" >&2
+}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c 'import livingrag' 2>/dev/null \
   && "$VENV/bin/python" -m livingrag.generation.providers.runtime_build check >/dev/null 2>&1; then
+  build_loader  # a reinstalled server package has lost it
   exit 0
 fi
 pip_install() { "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "$@"; }
@@ -103,5 +115,7 @@ if ! check_llama >/dev/null 2>&1; then
   "$VENV/bin/python" -m livingrag.generation.providers.runtime_build record >/dev/null
   check_llama || { echo "install: the llama.cpp runtime still fails its check (above)" >&2; exit 1; }
 fi
+echo "install: the embedded server's buffer loader"
+build_loader force
 echo "$want" > "$stamp"
 echo "install: done ($("$VENV/bin/livingrag" --version))"

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from livingrag.db.catalog import RelationFile, relation_files, segment_bytes
-from livingrag.db.prewarm import ReadAhead, plan_files, read_ahead, read_order, segment_paths
+from livingrag.db.prewarm import Prewarm, ReadAhead, plan_files, read_ahead, read_order, segment_paths
 
 
 def test_segment_paths_split_a_relation_as_postgresql_names_its_files() -> None:
@@ -110,12 +110,23 @@ def test_a_process_that_starts_the_server_reads_the_store_ahead(stopped_data_dir
     while server_is_running(pgdata) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not server_is_running(pgdata)
-    server = start_embedded(stopped_data_dir, prewarm=True)
+    server = start_embedded(stopped_data_dir, prewarm=True, prewarm_buffers_fraction=0.5)
     try:
         assert server.prewarm is not None
         result = server.prewarm.wait(60)
         assert server.prewarm.done and server.prewarm.error is None and result is not None
         assert result.files >= 4 and result.bytes > 0 and result.missing == 0 and not result.truncated
+        # then the experience indexes went into the shared buffers, whole (the store is small)
+        loaded = server.prewarm.buffers
+        assert server.prewarm.buffers_error is None and loaded is not None
+        assert loaded.relations >= 3 and loaded.blocks > 0 and loaded.missing == 0 and not loaded.truncated
+        report = server.prewarm.report()
+        assert report["buffers"] == loaded.as_dict() and report["files"] == result.files
+        # a server without the loader: the read-ahead still ran, and the report says why the load did not
+        other = Prewarm(server.url, buffers_fraction=0.5, library="livingrag_no_such_library").start()
+        assert other.wait(60) is not None and other.buffers is None
+        assert "could not access file" in str(other.buffers_error)
+        assert "could not access file" in str(other.report()["buffers_error"])
         assert start_embedded(stopped_data_dir, prewarm=True) is server  # one read-ahead per process
         # a second process attaches to the running server: it reads nothing
         out = subprocess.run(

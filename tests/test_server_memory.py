@@ -84,6 +84,9 @@ def test_db_status_shows_what_the_embedded_server_runs_with(tmp_path: Path) -> N
     # the read-ahead of the experience store (db.prewarm) is on, and the store's size is shown:
     # none before the schema exists, its tables' and indexes' pages after `db upgrade`
     assert first["prewarm"] is True and first["experience_store_mb"] == 0.0
+    # and so is the load of its indexes into shared buffers, with the loader install.sh built
+    assert first["prewarm_buffers_fraction"] == 0.5
+    assert str(first["buffer_loader"]).endswith("/livingrag_buffers.so")
     env = {**os.environ, "LIVINGRAG_DB__DATA_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-m", "livingrag.cli.main", "db", "upgrade"], env=env, check=True, timeout=120)
     migrated = _status(tmp_path, LIVINGRAG_DB__PREWARM="false")

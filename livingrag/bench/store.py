@@ -350,7 +350,7 @@ def _wait_for_prewarm(server: Database, progress: Callable[[str], None]) -> dict
     if result is None:
         return {"prewarm": {"error": warm.error, "wait_s": waited}}
     progress(f"  read {result.as_dict()['mb']} MB in {result.seconds:.1f} s")
-    return {"prewarm": result.as_dict() | {"wait_s": waited}}
+    return {"prewarm": warm.report() | {"wait_s": waited}}
 
 
 def _settings_report(settings: Settings) -> dict[str, Any]:
@@ -366,6 +366,7 @@ def _settings_report(settings: Settings) -> dict[str, Any]:
             "top_k": e.top_k,
             "alpha": e.alpha,
             "db_prewarm": settings.db.prewarm,
+            "db_prewarm_buffers_fraction": settings.db.prewarm_buffers_fraction,
         }
     }
 
@@ -819,7 +820,14 @@ def _prewarm_line(p: dict[str, Any] | None) -> str:
     if "error" in p:
         return f"failed after {p['wait_s']} s: {p['error']}"
     cut = ", stopped at the memory budget" if p["truncated"] else ""
-    return f"read {p['mb']} MB in {p['files']} files in {p['seconds']} s before the warm-up{cut}"
+    line = f"read {p['mb']} MB in {p['files']} files in {p['seconds']} s before the warm-up{cut}"
+    b = p.get("buffers")
+    if b is not None:
+        bcut = ", stopped at the budget" if b["truncated"] else ""
+        line += f"; {b['mb']} MB of {b['relations']} indexes loaded into shared buffers in {b['seconds']} s{bcut}"
+    elif "buffers_error" in p:
+        line += f"; indexes not loaded into shared buffers: {p['buffers_error']}"
+    return line
 
 
 def format_report(report: dict[str, Any]) -> str:

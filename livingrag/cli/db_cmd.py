@@ -39,6 +39,14 @@ def downgrade(
     console.print(f"schema at revision [bold]{st.current or 'base'}[/bold] (head {st.head})")
 
 
+def _buffer_loader() -> str:
+    """Where the embedded server's buffer loader is, or that it is missing and how to build it."""
+    from livingrag.db.loader_build import installed_library
+
+    path = installed_library()
+    return str(path) if path else "not installed: python -m livingrag.db.loader_build build (needs a C compiler)"
+
+
 @app.command(help="Show the schema revision and the server in use." + examples("livingrag db status --json"))
 def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     from livingrag.config import mask_url
@@ -60,6 +68,8 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "head": st.head,
             "up_to_date": st.up_to_date,
             "prewarm": db.embedded is not None and db.settings.prewarm,
+            "prewarm_buffers_fraction": db.settings.prewarm_buffers_fraction if db.embedded else None,
+            "buffer_loader": _buffer_loader() if db.embedded else None,
             "experience_store_mb": round(store_bytes / 1024**2, 1) if store_bytes is not None else None,
         }
         plan = memory_plan_for(db.settings) if db.embedded else None

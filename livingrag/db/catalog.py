@@ -26,7 +26,7 @@ _SQL = text(
         UNION SELECT i.indexrelid FROM pg_index i
               WHERE i.indrelid IN (SELECT oid FROM base UNION SELECT reltoastrelid FROM base)
     )
-    SELECT c.relname, c.relkind, pg_relation_filepath(c.oid), pg_relation_size(c.oid)
+    SELECT c.relname, c.relkind, pg_relation_filepath(c.oid), pg_relation_size(c.oid), c.oid::regclass::text
     FROM rels JOIN pg_class c ON c.oid = rels.oid
     WHERE pg_relation_filepath(c.oid) IS NOT NULL
     ORDER BY c.relkind = 'i' DESC, pg_relation_size(c.oid) DESC, c.relname
@@ -36,13 +36,15 @@ _SQL = text(
 
 @dataclass(frozen=True)
 class RelationFile:
-    """One relation's main fork: its name, the path of its first segment file, its size in bytes
-    and whether it is an index."""
+    """One relation's main fork: its name, the path of its first segment file, its size in bytes,
+    whether it is an index, and its name as ``regclass`` spells it (schema-qualified where the
+    search path does not find it, as for a TOAST table's index; None: the bare name)."""
 
     relation: str
     path: Path
     size: int
     is_index: bool
+    qualified: str | None = None
 
 
 def segment_bytes(conn: Connection) -> int:
@@ -63,8 +65,8 @@ def relation_files(conn: Connection, tables: tuple[str, ...] = EXPERIENCE_TABLES
     data_dir = Path(str(conn.execute(text("SELECT current_setting('data_directory')")).scalar_one()))
     rows = conn.execute(_SQL, {"tables": list(tables)}).all()
     return [
-        RelationFile(relation=name, path=data_dir / path, size=int(size), is_index=kind == "i")
-        for name, kind, path, size in rows
+        RelationFile(relation=name, path=data_dir / path, size=int(size), is_index=kind == "i", qualified=qualified)
+        for name, kind, path, size, qualified in rows
     ]
 
 

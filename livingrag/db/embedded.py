@@ -203,6 +203,7 @@ def start_embedded(
     cleanup_mode: str | None = "stop",
     memory: MemoryPlan | None = None,
     prewarm: bool = False,
+    prewarm_buffers_fraction: float = 0.0,
 ) -> EmbeddedServer:
     """Start (or attach to) the embedded server under ``data_dir`` and return its URL.
 
@@ -212,7 +213,8 @@ def start_embedded(
     restarts; a new data directory is restarted once right after initdb so it starts with them).
     ``prewarm``: when this call starts the server (it was not running) on an existing data
     directory, read its experience store into the OS page cache in the background
-    (:mod:`livingrag.db.prewarm`).
+    (:mod:`livingrag.db.prewarm`), then load its experience indexes into the server's shared
+    buffers, up to ``prewarm_buffers_fraction`` of them (:mod:`livingrag.db.buffer_load`; 0: not).
     """
     data_dir = Path(data_dir).expanduser().resolve()
     pgdata = data_dir / "pgdata"
@@ -240,7 +242,11 @@ def start_embedded(
             url = handle.get_uri(driver="psycopg")
         except Exception as exc:  # the server package raises bare exceptions
             raise DatabaseUnavailable(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
-        warm = Prewarm(url).start() if prewarm and not fresh and not was_running else None
+        warm = (
+            Prewarm(url, buffers_fraction=prewarm_buffers_fraction).start()
+            if prewarm and not fresh and not was_running
+            else None
+        )
         server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle, prewarm=warm)
         _servers[pgdata] = server
         return server

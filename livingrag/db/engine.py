@@ -137,6 +137,7 @@ class Database:
                 cleanup_mode=embedded_cleanup,
                 memory=memory_plan_for(settings),
                 prewarm=settings.prewarm,
+                prewarm_buffers_fraction=settings.prewarm_buffers_fraction,
             )
             owner_url = self.embedded.url
         else:

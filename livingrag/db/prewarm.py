@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from livingrag.db.buffer_load import LIBRARY_NAME, BufferLoad, load_store_indexes
 from livingrag.db.catalog import RelationFile
 
 log = logging.getLogger(__name__)
@@ -115,11 +116,16 @@ def plan_files(relations: Sequence[RelationFile], segment: int) -> list[tuple[Pa
 
 @dataclass
 class Prewarm:
-    """A read-ahead running in a daemon thread; :meth:`wait` for its :class:`ReadAhead`."""
+    """A read-ahead running in a daemon thread, followed by the buffer load when
+    ``buffers_fraction`` is above 0; :meth:`wait` for its :class:`ReadAhead` (both have ended then)."""
 
     owner_url: str
+    buffers_fraction: float = 0.0
+    library: str = LIBRARY_NAME
     result: ReadAhead | None = None
     error: str | None = None
+    buffers: BufferLoad | None = None
+    buffers_error: str | None = None
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -149,8 +155,26 @@ class Prewarm:
         except Exception as exc:  # a server stopping under us, a database dropped meanwhile
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("prewarm failed: %s", self.error)
-        finally:
-            self._done.set()
+        if self.error is None and self.buffers_fraction > 0:
+            try:
+                self.buffers = load_store_indexes(self.owner_url, self.buffers_fraction, self.library)
+                log.info("prewarm: loaded into shared buffers %s", self.buffers.as_dict())
+            except Exception as exc:  # the loader not installed, the server stopping
+                self.buffers_error = f"{type(exc).__name__}: {exc}"
+                log.warning("prewarm: indexes not loaded into shared buffers: %s", self.buffers_error)
+        self._done.set()
+
+    def report(self) -> dict[str, object]:
+        """What the read-ahead and the buffer load did, JSON-ready."""
+        out: dict[str, object] = {}
+        if self.result is not None:
+            out |= self.result.as_dict()
+        if self.error is not None:
+            out["error"] = self.error
+        out["buffers"] = self.buffers.as_dict() if self.buffers is not None else None
+        if self.buffers_error is not None:
+            out["buffers_error"] = self.buffers_error
+        return out
 
 
 def collect_files(owner_url: str) -> list[tuple[Path, int]]:
