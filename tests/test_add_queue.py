@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from livingrag.api.add_queue import AddOutcome, AddQueue, QueueFull, share_of
+from livingrag.api.add_queue import AddOutcome, AddQueue, QueueFull, run_timings, share_of
 from livingrag.corpus.graph import IndexReport
 from livingrag.corpus.ingest import Document
 
@@ -117,6 +117,24 @@ def test_requests_queued_during_a_run_are_indexed_together_in_the_next() -> None
     assert got[1] == AddOutcome(1, 1, 0, 5, 2, [102], 3)  # p1 is the earlier request's
     assert got[2] == AddOutcome(1, 1, 0, 5, 2, [103], 3)  # p0 was stored by the first run
     assert queue.runs == 2 and queue.queued("c") == 0
+
+
+def test_each_request_says_how_long_it_waited_and_how_long_its_run_took() -> None:
+    queue, idx = AddQueue(), MemoryIndexer()
+    idx.gate = threading.Event()
+    first = run_async(queue, idx, ["p0"])
+    assert idx.started.wait(10)
+    (second,) = queue_in_order(queue, idx, ["p1"])
+    time.sleep(0.2)  # the second waits behind the first run for at least this long
+    idx.gate.set()
+    for r in (first, second):
+        r["thread"].join(10)
+    t1, t2 = first["outcome"].timings_ms, second["outcome"].timings_ms
+    assert set(t1) == set(t2) == {"wait", "index"}  # the in-memory indexer reports no phases
+    assert t1["wait"] < 100 and t1["index"] >= 190  # the first ran at once, held by the gate
+    assert t2["wait"] >= 190 and t2["index"] < 100
+    report = IndexReport(corpus="c", phases={"ner": 0.0123, "embed": 0.5})
+    assert run_timings(0.25, 1.0, report) == {"wait": 250.0, "index": 1000.0, "phase_ner": 12.3, "phase_embed": 500.0}
 
 
 def test_a_failing_union_falls_back_to_one_request_at_a_time() -> None:

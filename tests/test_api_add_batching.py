@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from livingrag.api.load import parse_server_timing
 from livingrag.db.engine import Database
 from livingrag.db.repositories import tenants
 from livingrag.retrieval.retriever import shared_graph_cache
@@ -86,6 +87,11 @@ def test_adds_queued_behind_a_change_are_indexed_together(db: Database, database
         assert [r.status_code for r in results] == [201] * 4, out
         assert svc.add_queue.runs == runs_before + 1  # one indexing run for the four requests
         assert {o["batched_with"] for o in out} == {4}
+        # each answer says where its time went (Server-Timing), none of it in the body
+        for r in results:
+            stages = parse_server_timing(r.headers["server-timing"])
+            assert {"wait", "index", "phase_ner", "phase_embed", "graph"} <= set(stages), r.headers["server-timing"]
+            assert all(v >= 0 for v in stages.values()) and "timings_ms" not in r.json()
         assert [(o["indexed"], o["skipped_existing"], o["duplicates_in_input"]) for o in out] == [
             (1, 0, 0),
             (1, 1, 0),

@@ -53,12 +53,17 @@ class AddOutcome:
     passage_ids: list[int]
     batched_with: int
     """Requests indexed in the same run (1: alone)."""
+    timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
+    """Where the request's time went: ``wait`` (queued, until its batch started: the corpus lock
+    and the batch before), ``index`` (its batch's indexing run), and that run's phases
+    (``phase_<name>``); not part of the response body (the route sends them as ``Server-Timing``)."""
 
 
 @dataclass
 class _Entry:
     docs: Sequence[Document]
     passages: int
+    queued_at: float = field(default_factory=time.perf_counter)
     done: bool = False
     leader: bool = False
     wake: threading.Event = field(default_factory=threading.Event)
@@ -73,6 +78,13 @@ class _Entry:
     def promote(self) -> None:
         self.leader = True
         self.wake.set()
+
+
+def run_timings(waited_s: float, ran_s: float, report: IndexReport) -> dict[str, float]:
+    """Milliseconds: ``wait``, ``index`` and each of ``report``'s phases as ``phase_<name>``."""
+    out = {"wait": round(waited_s * 1000.0, 1), "index": round(ran_s * 1000.0, 1)}
+    out |= {f"phase_{k}": round(v * 1000.0, 1) for k, v in report.phases.items()}
+    return out
 
 
 def share_of(hashes: Sequence[str], report: IndexReport, claimed: set[str], batched_with: int) -> AddOutcome:
@@ -193,9 +205,9 @@ class AddQueue:
     def _run(self, batch: list[_Entry], indexer: CorpusIndexer) -> None:
         """Index the batch's union; on failure of a group, each request alone."""
         self.runs += 1
+        t = time.perf_counter()
         hashes = [indexer.content_hashes(e.docs) for e in batch]
         if len(batch) > 1:
-            t = time.perf_counter()
             try:
                 report = indexer.index_documents([d for e in batch for d in e.docs])
             except Exception as exc:
@@ -206,14 +218,21 @@ class AddQueue:
                     "add queue: %d requests, %d passages indexed together in %.0f ms",
                     len(batch), report.indexed, (time.perf_counter() - t) * 1000,
                 )  # fmt: skip
+                ran = time.perf_counter() - t
                 claimed: set[str] = set()
                 for e, hs in zip(batch, hashes, strict=True):
-                    e.finish(share_of(hs, report, claimed, len(batch)))
+                    out = share_of(hs, report, claimed, len(batch))
+                    out.timings_ms = run_timings(t - e.queued_at, ran, report)
+                    e.finish(out)
                 return
         for e, hs in zip(batch, hashes, strict=True):
             try:
                 if len(batch) > 1:
                     self.runs += 1
-                e.finish(share_of(hs, indexer.index_documents(e.docs), set(), 1))
+                t_one = time.perf_counter()
+                report = indexer.index_documents(e.docs)
+                out = share_of(hs, report, set(), 1)
+                out.timings_ms = run_timings(t - e.queued_at, time.perf_counter() - t_one, report)
+                e.finish(out)
             except Exception as exc:
                 e.finish(error=exc)

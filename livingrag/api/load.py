@@ -8,6 +8,7 @@ are kept so a caller can check that nothing was lost or written twice.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -38,6 +39,9 @@ class LoadReport:
     query_log_ids: list[int] = field(default_factory=list)
     passage_ids: list[int] = field(default_factory=list)
     added_texts: list[str] = field(default_factory=list)
+    stages_ms: dict[str, list[float]] = field(default_factory=dict)
+    """``<kind>.<stage>`` -> durations from the answers' ``Server-Timing`` headers (passage adds
+    send theirs: wait, index, its phases, graph)."""
 
     def percentile(self, kind: str, q: float) -> float:
         xs = self.latencies_ms.get(kind) or [float("nan")]
@@ -84,7 +88,30 @@ class LoadReport:
                 "p95_ms": round(self.percentile(kind, 95), 1),
                 "p99_ms": round(self.percentile(kind, 99), 1),
             }
+        if self.stages_ms:
+            out["stages_ms"] = {
+                name: {
+                    "n": len(xs),
+                    "p50": round(float(np.percentile(xs, 50)), 1),
+                    "p95": round(float(np.percentile(xs, 95)), 1),
+                }
+                for name, xs in sorted(self.stages_ms.items())
+            }
         return out
+
+
+def parse_server_timing(header: str) -> dict[str, float]:
+    """``name;dur=ms, ...`` (a ``Server-Timing`` value) -> {name: ms}; metrics without a
+    duration, or with one that is not a number, are left out."""
+    out: dict[str, float] = {}
+    for metric in header.split(","):
+        name, _, params = metric.strip().partition(";")
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if name and key == "dur":
+                with contextlib.suppress(ValueError):
+                    out[name] = float(value)
+    return out
 
 
 def run_load(
@@ -107,11 +134,13 @@ def run_load(
     stop_at = time.monotonic() + seconds
     headers = {"Authorization": f"Bearer {key}"}
 
-    def record(kind: str, status: int, ms: float, body: Any, sent: str | None) -> None:
+    def record(kind: str, status: int, ms: float, body: Any, sent: str | None, timing: str | None = None) -> None:
         with lock:
             report.statuses[(kind, status)] += 1
             if 200 <= status < 300:
                 report.latencies_ms.setdefault(kind, []).append(ms)
+                for stage, dur in parse_server_timing(timing or "").items():
+                    report.stages_ms.setdefault(f"{kind}.{stage}", []).append(dur)
                 if kind == "ask" and body.get("query_log_id") is not None and body.get("writeback") == "queued":
                     report.query_log_ids.append(int(body["query_log_id"]))
                 if kind == "add":
@@ -137,14 +166,16 @@ def run_load(
                     q = questions[(n + i) % len(questions)]
                     path, body = "/v1/ask", {"question": q, "corpus": corpus_id} | (ask_body or {})
                 t = time.perf_counter()
+                timing = None
                 try:
                     r = http.post(path, json=body)
+                    timing = r.headers.get("server-timing")
                     status, payload = r.status_code, (r.json() if r.content else {})
                 except httpx.HTTPError as exc:
                     status, payload = 0, {"transport": f"{type(exc).__name__}: {exc}"}
                 except ValueError:
                     status, payload = r.status_code, {"raw": r.text[:300]}
-                record(kind, status, (time.perf_counter() - t) * 1000.0, payload, sent)
+                record(kind, status, (time.perf_counter() - t) * 1000.0, payload, sent, timing)
                 if status in (0, 429, 503):
                     time.sleep(0.05)  # back off a little, as a polite client does
 

@@ -136,6 +136,13 @@ def api(
             k = summary[kind]
             console.print(f"{kind:4} n={k['n']:6}  p50 {k['p50_ms']:8.1f} ms  p95 {k['p95_ms']:8.1f} ms  "
                           f"p99 {k['p99_ms']:8.1f} ms")  # fmt: skip
+    stages = summary.get("stages_ms", {})
+    if stages:
+        console.print(
+            "stages (the answers' Server-Timing, ms p50/p95): "
+            + ", ".join(f"{name} {v['p50']:g}/{v['p95']:g}" for name, v in stages.items()),
+            highlight=False,
+        )
     console.print("statuses: " + ", ".join(f"{k}: {v}" for k, v in summary["statuses"].items()))
     console.print(
         "targets (issue 21, measured at 32 clients for 60 s): "

@@ -16,11 +16,12 @@ loads, questions are answered from the previous one instead of waiting.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from livingrag.api.add_queue import QueueFull
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
@@ -104,6 +105,7 @@ def _passage_out(p: corpus_graph.PassageRecord) -> PassageOut:
 )
 def add_passages(
     body: PassageBatch,
+    response: Response,
     corpus_id: int = Path(..., ge=1),
     tid: int = Depends(tenant_writer),
     svc: Services = Depends(services),
@@ -120,9 +122,20 @@ def add_passages(
             f"corpus {info.id} has {exc.queued} passage adds waiting already; retry",
             {"Retry-After": "1"},
         ) from None
+    timings = dict(out.timings_ms)
     if out.indexed:  # read your writes: this replica's questions see the change once we answer
+        t = time.perf_counter()
         _load_graph(svc, tid, info)
-    return IndexResult(**asdict(out))  # the same fields, batched_with included
+        timings["graph"] = round((time.perf_counter() - t) * 1000.0, 1)
+    response.headers["Server-Timing"] = server_timing(timings)
+    fields = asdict(out)
+    fields.pop("timings_ms")
+    return IndexResult(**fields)  # the same fields, batched_with included
+
+
+def server_timing(timings_ms: dict[str, float]) -> str:
+    """A ``Server-Timing`` header value: ``name;dur=ms`` for each stage, comma-separated."""
+    return ", ".join(f"{name};dur={ms:g}" for name, ms in timings_ms.items())
 
 
 def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
