@@ -533,7 +533,8 @@ class APISettings(_Group):
         ge=1,
         le=1000,
         description="Most queued write-back candidates taken at once; consecutive ungated ones of a corpus are "
-        "stored in one transaction, which holds the corpus's shared lock (passage changes wait for it).",
+        "stored in one transaction, which holds the corpus's evidence lock shared (passage updates and deletions "
+        "wait for it; passage adds do not).",
     )
     recovery_grace_s: float = Field(
         default=300.0,

@@ -275,6 +275,48 @@ def test_a_write_back_raced_against_a_passage_update_never_stays_active_on_old_t
     assert active_on_old == 0, outcomes
 
 
+def test_passage_adds_do_not_wait_for_a_storing_write_back_but_updates_do(db: Database, tenant: int) -> None:
+    """A write-back's storing transaction holds the corpus's evidence lock shared: a passage add
+    (no experience's evidence changes) goes through meanwhile; a passage update (whose hook marks
+    the experiences citing it stale) waits until that transaction ends."""
+    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.ingest import Document
+    from livingrag.db.repositories import corpora
+    from livingrag.db.repositories import corpus_graph as corpus_repo
+    from tests.corpus_support import CORPUS, HashEmbedder, RuleExtractor
+
+    with db.tenant_session(tenant) as s:
+        corpus = corpora.create_corpus(
+            s, tenant, "locks", embedding_model="hash16", embedding_dim=16, ner_model="rules"
+        )
+    indexer = CorpusIndexer(db, tenant, corpus, embedder=HashEmbedder(), extractor=RuleExtractor())  # type: ignore[arg-type]
+    indexer.index_documents([Document(r["title"], r["text"]) for r in CORPUS[:2]])
+    with db.tenant_session(tenant) as s:
+        pid = s.execute(text("SELECT min(id) FROM passages WHERE corpus_id = :c"), {"c": corpus.id}).scalar_one()
+    done: dict[str, float] = {}
+
+    def add() -> None:
+        indexer.index_documents([Document("Lock town", "Lock town lies on the river Ostra in the county of Vell.")])
+        done["add"] = time.monotonic()
+
+    def update() -> None:
+        indexer.update_passage(pid, text="Revised while a write-back stored.")
+        done["update"] = time.monotonic()
+
+    with db.tenant_session(tenant) as held:  # what the write-back's storing transaction takes
+        corpus_repo.lock_evidence_shared(held, corpus.id)
+        adder, updater = threading.Thread(target=add), threading.Thread(target=update)
+        adder.start()
+        adder.join(60)
+        assert "add" in done, "the passage add waited for the write-back"
+        updater.start()
+        time.sleep(1.0)
+        assert "update" not in done, "the passage update did not wait for the write-back"
+        released = time.monotonic()
+    updater.join(60)
+    assert done["update"] >= released
+
+
 def test_questions_counting_the_same_experiences_at_once_never_deadlock(db: Database, tenant: int) -> None:
     """Many transactions counting uses of overlapping experiences at once, each also holding its
     rows while it writes more (as /v1/ask logs the question after counting): all commit, and

@@ -524,6 +524,7 @@ class CorpusIndexer:
         )
         with self.db.tenant_session(self.tenant_id) as s:
             repo.lock_corpus(s, self.corpus.id)
+            repo.lock_evidence(s, self.corpus.id)  # the experiences citing it are marked below
             current = repo.get_passage(s, self.corpus.id, old.id)
             if repo.existing_hashes(s, self.corpus.id, [h]) - {current.content_hash}:
                 raise AlreadyExists(f"another passage of corpus {self.corpus.name!r} already has this title and text")
@@ -556,6 +557,7 @@ class CorpusIndexer:
             return []
         with self.db.tenant_session(self.tenant_id) as s:
             repo.lock_corpus(s, self.corpus.id)
+            repo.lock_evidence(s, self.corpus.id)  # the experiences citing them are marked below
             ids = sorted({repo.get_passage(s, self.corpus.id, r).id for r in refs})
             old_entities = repo.passage_entity_ids(s, ids)
             deleted = repo.delete_passages(s, self.corpus.id, ids)

@@ -619,9 +619,10 @@ class ExperienceStore:
             ]
             build_ms = _ms(t3)
             t4 = time.perf_counter()
-            # passage changes wait for this transaction, and it for them: an experience is either
-            # committed before a change (which then marks it stale) or checked against it here
-            corpus_repo.lock_corpus_shared(s, first.corpus_id)
+            # passage updates and deletions wait for this transaction, and it for them: an experience
+            # is either committed before such a change (which then marks it stale) or checked against
+            # it here; passage adds change no evidence and wait for neither
+            corpus_repo.lock_evidence_shared(s, first.corpus_id)
             repo.lock_scope(s, first.corpus_id)
             lock_ms = _ms(t4)
             current = corpora.current_version(s, first.corpus_id)

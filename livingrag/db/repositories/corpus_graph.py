@@ -21,6 +21,7 @@ from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import NotFound
 
 _LOCK_BASE = 0x4C52_4700_0000_0000  # "LRG" in the high bytes; the corpus id in the low ones
+_EVIDENCE_LOCK_BASE = 0x4C52_4500_0000_0000  # "LRE": the passages experiences may cite
 
 
 def lock_corpus(session: Session, corpus_id: int) -> None:
@@ -28,10 +29,21 @@ def lock_corpus(session: Session, corpus_id: int) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_BASE + int(corpus_id)})
 
 
-def lock_corpus_shared(session: Session, corpus_id: int) -> None:
-    """Hold off the writers of one corpus (:func:`lock_corpus`) until the end of the transaction,
-    without excluding other shared holders (experience write-backs of the corpus)."""
-    session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": _LOCK_BASE + int(corpus_id)})
+def lock_evidence(session: Session, corpus_id: int) -> None:
+    """Until the end of the transaction, exclude the experience write-backs of one corpus
+    (:func:`lock_evidence_shared`): taken, after :func:`lock_corpus`, by the changes that alter or
+    remove passages (update, delete), whose hook marks the experiences citing them stale. A
+    write-back is then either committed before such a change (and marked by it) or checks its
+    evidence after it. Adding passages does not take it: a new passage is no experience's
+    evidence, so adds and write-backs of a corpus do not wait for each other."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVIDENCE_LOCK_BASE + int(corpus_id)})
+
+
+def lock_evidence_shared(session: Session, corpus_id: int) -> None:
+    """Hold off the passage updates and deletions of one corpus (:func:`lock_evidence`) until the
+    end of the transaction, without excluding other shared holders (the corpus's other
+    write-backs) or passage adds."""
+    session.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": _EVIDENCE_LOCK_BASE + int(corpus_id)})
 
 
 def passage_texts(session: Session, corpus_id: int, passage_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
@@ -793,7 +805,8 @@ __all__ = [
     "load_graph_tables",
     "load_graph_tables_since",
     "lock_corpus",
-    "lock_corpus_shared",
+    "lock_evidence",
+    "lock_evidence_shared",
     "passage_texts",
     "remove_orphan_entities",
     "update_passage_row",
