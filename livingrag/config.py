@@ -528,6 +528,12 @@ class APISettings(_Group):
     writeback_queue_size: int = Field(
         default=1000, ge=1, description="Pending write-back candidates before new ones are dropped (and logged)."
     )
+    graph_refresh_in_background: bool = Field(
+        default=True,
+        description="When a question finds its corpus changed, answer it from the graph version already loaded "
+        "and load the new one on a thread of its own (passage adds, updates and deletions still answer only "
+        "once their change is loaded: read your writes). Off: the first question after a change loads it.",
+    )
     writeback_batch: int = Field(
         default=16,
         ge=1,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -340,6 +341,31 @@ def test_while_a_newer_version_loads_questions_get_the_previous_graph_and_writer
     (g2,) = got
     assert g2.version == report.version and g2.n_passages == g1.n_passages + 1  # type: ignore[attr-defined]
     assert cache.get(db, tenant, c.id, 16) is g2
+
+
+def test_with_background_refresh_a_question_never_waits_for_a_newer_version(db: Database, tenant: int) -> None:
+    """``background_refresh`` (the service's setting): the first question after a change is answered
+    from the previous graph while the new one loads on a thread of its own; a writer passing the
+    version it committed still gets a graph that holds its change."""
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    cache = GraphCache(background_refresh=True)
+    g1 = cache.get(db, tenant, c.id, 16)
+    idx.index_documents(_docs(CORPUS[3:4]))
+    assert cache.get(db, tenant, c.id, 16) is g1  # answered at once, from the previous version
+    assert cache.background_loads == 1 and cache.stale_hits == 1
+    deadline = time.monotonic() + 30
+    while (g := cache.get(db, tenant, c.id, 16)) is g1:
+        assert time.monotonic() < deadline, "the newer version was never loaded"
+        time.sleep(0.02)
+    assert g.version > g1.version and g.n_passages == g1.n_passages + 1
+    assert cache.background_loads == 1  # loaded once
+    # a writer waits for its own change
+    report = idx.index_documents(_docs(CORPUS[4:5]))
+    g3 = cache.get(db, tenant, c.id, 16, min_version=report.version)
+    assert g3.version == report.version and g3.n_passages == g.n_passages + 1
+    assert cache.background_loads == 1
 
 
 def test_the_cache_never_serves_one_databases_graph_for_anothers_ids(make_database_url: Callable[[], str]) -> None:

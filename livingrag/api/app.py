@@ -28,6 +28,7 @@ from livingrag.api.shared_limits import (
     SharedTenantSlots,
     SharedTotalSlots,
 )
+from livingrag.retrieval.retriever import shared_graph_cache
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -130,6 +131,14 @@ def create_app(
             **_limits(settings, table),
         )
         app.state.services = svc
+        # questions are answered from the previous graph version while the next one loads on a
+        # thread of its own; passage changes still wait for theirs (read your writes)
+        graphs = shared_graph_cache()
+        graphs.configure(
+            max_graphs=graphs.max_graphs,
+            max_bytes=graphs.max_bytes,
+            background_refresh=settings.api.graph_refresh_in_background,
+        )
         _recover_writebacks(svc)
         # Sync routes run in anyio's thread pool (40 threads by default): make room for every
         # question allowed in flight plus the other routes, so that 429 (not a hidden queue) is

@@ -142,11 +142,20 @@ class GraphCache:
     """
 
     def __init__(
-        self, check_interval_s: float = 0.0, *, max_graphs: int | None = None, max_bytes: int | None = None
+        self,
+        check_interval_s: float = 0.0,
+        *,
+        max_graphs: int | None = None,
+        max_bytes: int | None = None,
+        background_refresh: bool = False,
     ) -> None:
         self.check_interval_s = check_interval_s
         self.max_graphs = max_graphs
         self.max_bytes = max_bytes
+        self.background_refresh = background_refresh
+        """When a caller without ``min_version`` finds a newer version and nobody loads it yet, load it
+        on a thread of its own and answer the caller from the previous graph at once (the service's
+        questions never pay a graph load after a passage change; its writers still wait)."""
         self._graphs: OrderedDict[tuple[int, int], CorpusGraph] = OrderedDict()
         self._sizes: dict[tuple[int, int], int] = {}
         self._sources: dict[tuple[int, int], str] = {}
@@ -157,11 +166,17 @@ class GraphCache:
         self.evictions = 0
         self.stale_hits = 0
         """Calls answered from the previous version while a newer one was loading."""
+        self.background_loads = 0
+        """Newer versions loaded on a thread of their own (``background_refresh``)."""
 
-    def configure(self, *, max_graphs: int | None, max_bytes: int | None) -> None:
-        """Set the bounds (and evict what is now over them)."""
+    def configure(
+        self, *, max_graphs: int | None, max_bytes: int | None, background_refresh: bool | None = None
+    ) -> None:
+        """Set the bounds (and evict what is now over them) and, when given, ``background_refresh``."""
         with self._lock:
             self.max_graphs, self.max_bytes = max_graphs, max_bytes
+            if background_refresh is not None:
+                self.background_refresh = background_refresh
             self._evict(keep=None)
 
     def get(
@@ -197,24 +212,60 @@ class GraphCache:
                 with self._lock:
                     self.stale_hits += 1
                 return graph
+            if self.background_refresh and min_version is None:
+                with self._lock:
+                    self.stale_hits += 1
+                    self.background_loads += 1
+                threading.Thread(
+                    target=self._load_holding,
+                    args=(loading, db, key, dim, version, source, now),
+                    name=f"graph-load-{corpus_id}",
+                    daemon=True,
+                ).start()
+                return graph
             loading.release()
         with loading:
+            return self._load(db, key, dim, version, source, now)
+
+    def _load_holding(
+        self,
+        loading: threading.Lock,
+        db: Database,
+        key: tuple[int, int],
+        dim: int,
+        version: int,
+        source: str,
+        now: float,
+    ) -> None:
+        """:meth:`_load` on a thread of its own, then release ``loading`` (acquired by the caller
+        that started the thread); a failure is logged, and the next call tries again."""
+        try:
+            self._load(db, key, dim, version, source, now)
+        except Exception as exc:
+            log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
+        finally:
+            loading.release()
+
+    def _load(
+        self, db: Database, key: tuple[int, int], dim: int, version: int | None, source: str, now: float
+    ) -> CorpusGraph:
+        """Load the corpus's graph (the caller holds its loading lock) unless a graph of at least
+        ``version`` was cached meanwhile; reads only what changed since the cached tables."""
+        with self._lock:
+            graph = self._cached(key, source)
+            if graph is not None and version is not None and graph.version >= version:
+                self._graphs.move_to_end(key)
+                return graph
+            previous = self._tables.get(key) if self._sources.get(key, "") == source else None
+        try:
+            graph, tables = load_graph_and_tables(db, key[0], key[1], dim, previous=previous)
+        except BaseException:
             with self._lock:
-                graph = self._cached(key, source)
-                if graph is not None and version is not None and graph.version >= version:
-                    self._graphs.move_to_end(key)
-                    return graph
-            with self._lock:
-                previous = self._tables.get(key) if self._sources.get(key, "") == source else None
-            try:
-                graph, tables = load_graph_and_tables(db, tenant_id, corpus_id, dim, previous=previous)
-            except BaseException:
-                with self._lock:
-                    if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
-                        self._loading.pop(key, None)
-                raise
-            self.put(key, graph, now=now, source=source, tables=tables)
-            return graph
+                if key not in self._graphs:  # a corpus that failed to load leaves nothing behind
+                    self._loading.pop(key, None)
+            raise
+        self.put(key, graph, now=now, source=source, tables=tables)
+        return graph
 
     def _cached(self, key: tuple[int, int], source: str) -> CorpusGraph | None:
         """The graph kept under ``key`` if it was loaded from the database ``source`` (ids and

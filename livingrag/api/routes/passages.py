@@ -284,6 +284,8 @@ def submit_index_job(
     def work() -> dict[str, Any]:
         with svc.index_locks.hold(info.id, None):  # the job thread may wait; request threads never do
             report = service.indexer(svc.db, tid, info, svc.settings, progress=progress).index_documents(docs)
+        if report.indexed:  # questions asked once the job is done see its passages
+            _load_graph(svc, tid, info)
         return _result(report).model_dump()
 
     return _job_out(svc.jobs.submit(tid, info.id, len(docs), work, progress=progress))
