@@ -51,7 +51,8 @@ OWNER_ROUTES: dict[str, str] = {
     "corpus/service.py:ensure_tenant": "the default tenant of the CLI",
     # scope-index maintenance (sizes of every scope, then DDL)
     "experience/scope_indexing.py:index_scopes": "plans and builds per-scope HNSW indexes",
-    # the embedded server's read-ahead at its start (catalog queries on every database, no rows read)
+    # the embedded server's read-ahead at its start (catalog queries on every database, no rows read),
+    # then the load of the experience indexes into its shared buffers (a C function in pg_temp)
     "db/prewarm.py:Prewarm._run": "reads every database's experience relation files",
     # operator tools, not request paths
     "diagnostics.py:_where": "doctor: the server's address",
