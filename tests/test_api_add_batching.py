@@ -143,3 +143,19 @@ def test_min_corpus_version_answers_from_that_version_or_says_it_is_not_there(db
         assert f"below min_corpus_version {version + 1}" in r.json()["error"]["message"]
         r = client.post("/v1/ask", json=ask | {"min_corpus_version": -1}, headers=auth(key))
         assert r.status_code == 422 and "min_corpus_version" in r.text
+
+
+def test_the_service_loads_newer_graphs_in_the_background_only_while_it_runs(db: Database, database_url: str) -> None:
+    """``api.graph_refresh_in_background`` (on): the process's graph cache answers questions from
+    the loaded version while a newer one loads, for as long as the app runs; a library caller in
+    the same process afterwards reads its own changes at once again."""
+    cache = shared_graph_cache()
+    before = cache.background_refresh
+    assert before is False
+    with OpenAICompatServer() as llm, app_client(db, api_settings(database_url, llm.base_url)):
+        assert cache.background_refresh is True
+    assert cache.background_refresh is False
+    settings = api_settings(database_url, "http://127.0.0.1:9")
+    settings.api.graph_refresh_in_background = False
+    with app_client(db, settings):
+        assert cache.background_refresh is False

@@ -145,3 +145,18 @@ def test_a_process_that_starts_the_server_reads_the_store_ahead(stopped_data_dir
         assert out.stdout.strip() == "True"
     finally:
         server.stop()
+
+
+@pytest.mark.db
+def test_store_relations_name_each_databases_relations_and_skip_a_dropped_one(pg_server_url: str, db: object) -> None:
+    from sqlalchemy.engine import make_url
+
+    from livingrag.db.catalog import store_relations
+    from livingrag.db.engine import Database
+
+    assert isinstance(db, Database)
+    name = make_url(db.owner_url).database
+    assert name is not None
+    found = store_relations(pg_server_url, [name, "livingrag_no_such_database"])
+    assert found and {d for d, _ in found} == {name}
+    assert {"experiences", "experience_entities"} <= {r.relation for _, r in found}

@@ -132,8 +132,10 @@ def create_app(
         )
         app.state.services = svc
         # questions are answered from the previous graph version while the next one loads on a
-        # thread of its own; passage changes still wait for theirs (read your writes)
+        # thread of its own; passage changes still wait for theirs (read your writes). The cache
+        # is the process's: what it did before this app is restored when the app stops.
         graphs = shared_graph_cache()
+        refresh_before = graphs.background_refresh
         graphs.configure(
             max_graphs=graphs.max_graphs,
             max_bytes=graphs.max_bytes,
@@ -154,6 +156,9 @@ def create_app(
         try:
             yield
         finally:
+            graphs.configure(
+                max_graphs=graphs.max_graphs, max_bytes=graphs.max_bytes, background_refresh=refresh_before
+            )
             svc.jobs.close()
             if rag is None:
                 pipeline.close(timeout=30)

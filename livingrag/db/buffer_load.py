@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
-from livingrag.db.catalog import RelationFile
+from livingrag.db.catalog import RelationFile, database_names, owner_connection, store_relations
 from livingrag.db.models import DYNAMIC_INDEX_PREFIXES, SCOPE_INDEX_PREFIX
 
 log = logging.getLogger(__name__)
@@ -166,51 +166,21 @@ def load_store_indexes(owner_url: str, fraction: float = DEFAULT_FRACTION, libra
     """Load the experience indexes of every database on the server at ``owner_url`` into its
     shared buffers, within ``fraction`` of them (:func:`plan_loads`). Raises when the loader is
     not installed (the first ``CREATE FUNCTION`` fails)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    from livingrag.db.catalog import database_names, relation_files
-
     t0 = time.perf_counter()
-
-    def engine_for(database: str | None) -> Engine:
-        url = make_url(owner_url)
-        if database is not None:
-            url = url.set(database=database)
-        return create_engine(url.render_as_string(hide_password=False), poolclass=NullPool)
-
-    admin = engine_for(None)
-    try:
-        with admin.connect() as conn:
-            names = database_names(conn)
-            budget, block = buffer_budget(conn, fraction)
-            create_loader(conn, library)  # fails here, before any work, when the library is missing
-    finally:
-        admin.dispose()
-    found: list[tuple[str, RelationFile]] = []
-    for name in names:
-        engine = engine_for(name)
-        try:
-            with engine.connect() as conn:
-                found += [(name, r) for r in relation_files(conn)]
-        except Exception as exc:  # a database dropped between the two queries
-            log.info("buffer load: skipped database %s: %s", name, exc)
-        finally:
-            engine.dispose()
-    plan = plan_loads(found, budget, block)
+    with owner_connection(owner_url) as conn:
+        names = database_names(conn)
+        budget, block = buffer_budget(conn, fraction)
+        create_loader(conn, library)  # fails here, before any work, when the library is missing
+    plan = plan_loads(store_relations(owner_url, names), budget, block)
     done = blocks = missing = 0
     for name in dict.fromkeys(db for db, _, _ in plan.items):
-        engine = engine_for(name)
         try:
-            with engine.connect() as conn:
+            with owner_connection(owner_url, name) as conn:
                 create_loader(conn, library)
                 d, b, m = load_relations(conn, [(rel, n) for db, rel, n in plan.items if db == name])
         except Exception as exc:  # a database dropped meanwhile
             log.info("buffer load: skipped database %s: %s", name, exc)
             continue
-        finally:
-            engine.dispose()
         done, blocks, missing = done + d, blocks + b, missing + m
     return BufferLoad(done, blocks, missing, plan.cut, time.perf_counter() - t0, block)
 

@@ -5,11 +5,17 @@ embedded server's read-ahead uses it, and repositories import the engine that st
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.pool import NullPool
+
+log = logging.getLogger(__name__)
 
 EXPERIENCE_TABLES = ("experiences", "experience_entities")
 
@@ -78,4 +84,39 @@ def database_names(conn: Connection) -> list[str]:
     return [r[0] for r in rows]
 
 
-__all__ = ["EXPERIENCE_TABLES", "RelationFile", "database_names", "relation_files", "segment_bytes"]
+@contextmanager
+def owner_connection(owner_url: str, database: str | None = None) -> Iterator[Connection]:
+    """One unpooled connection of the server's owner, to ``database`` (None: the URL's own)."""
+    url = make_url(owner_url)
+    if database is not None:
+        url = url.set(database=database)
+    engine = create_engine(url.render_as_string(hide_password=False), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def store_relations(owner_url: str, names: list[str]) -> list[tuple[str, RelationFile]]:
+    """(database, relation) for the experience relations (:func:`relation_files`) of each of the
+    databases ``names`` on the server at ``owner_url``; a database dropped meanwhile is skipped."""
+    found: list[tuple[str, RelationFile]] = []
+    for name in names:
+        try:
+            with owner_connection(owner_url, name) as conn:
+                found += [(name, r) for r in relation_files(conn)]
+        except Exception as exc:  # a database dropped between the two queries
+            log.info("skipped database %s: %s", name, exc)
+    return found
+
+
+__all__ = [
+    "EXPERIENCE_TABLES",
+    "RelationFile",
+    "database_names",
+    "owner_connection",
+    "relation_files",
+    "segment_bytes",
+    "store_relations",
+]

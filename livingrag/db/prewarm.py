@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from livingrag.db.buffer_load import LIBRARY_NAME, BufferLoad, load_store_indexes
-from livingrag.db.catalog import RelationFile
+from livingrag.db.catalog import RelationFile, database_names, owner_connection, segment_bytes, store_relations
 
 log = logging.getLogger(__name__)
 
@@ -180,30 +180,10 @@ class Prewarm:
 def collect_files(owner_url: str) -> list[tuple[Path, int]]:
     """The segment files of the experience relations of every database on the server at
     ``owner_url`` (the owner may read every database)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    from livingrag.db.catalog import database_names, relation_files, segment_bytes
-
-    admin = create_engine(owner_url, poolclass=NullPool)
-    try:
-        with admin.connect() as conn:
-            names = database_names(conn)
-            segment = segment_bytes(conn)
-    finally:
-        admin.dispose()
-    relations: list[RelationFile] = []
-    for name in names:
-        url = make_url(owner_url).set(database=name).render_as_string(hide_password=False)
-        engine = create_engine(url, poolclass=NullPool)
-        try:
-            with engine.connect() as conn:
-                relations += relation_files(conn)
-        except Exception as exc:  # a database dropped between the two queries
-            log.info("prewarm: skipped database %s: %s", name, exc)
-        finally:
-            engine.dispose()
+    with owner_connection(owner_url) as conn:
+        names = database_names(conn)
+        segment = segment_bytes(conn)
+    relations = [r for _, r in store_relations(owner_url, names)]
     return plan_files(sorted(relations, key=read_order), segment)
 
 
