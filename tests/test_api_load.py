@@ -200,9 +200,11 @@ def test_bench_api_measures_a_running_service_and_prints_the_targets(
     assert "answered 2xx /s" in human.stdout and "targets (issue 21" in human.stdout, human.stdout
     assert "ask p95 <= 250 ms" in human.stdout and "passage add p95 <= 1000 ms" in human.stdout
     assert "stages (the answers' Server-Timing" in human.stdout and "add.wait" in human.stdout, human.stdout
+    assert "indexing runs (group commits)" in human.stdout
     summary = json.loads(as_json.stdout)
     # where the adds' time went, from their Server-Timing headers
     assert {"add.wait", "add.index", "add.phase_embed"} <= set(summary["stages_ms"]), summary["stages_ms"]
+    assert 1 <= summary["add_runs"] <= summary["add"]["n"]
     assert summary["errors"] == [] and summary["ask"]["n"] > 0 and summary["add"]["n"] > 0, summary
     assert [t["target"] for t in summary["targets"]] == [
         ">= 50 answered requests/s",

@@ -471,7 +471,7 @@ def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
     db: Database, make_tenant: Callable[..., tuple[int, str]]
 ) -> None:
     """300 rows of another tenant lie nearer the query than this tenant's 3 rows; through the HNSW
-    index, the iterative scan still finds this tenant's rows (a plain HNSW scan finds none)."""
+    index, the iterative scan still finds this tenant's rows (a plain HNSW scan misses them)."""
     from datetime import UTC, datetime
 
     from livingrag.db.repositories import experiences as repo
@@ -511,7 +511,12 @@ def test_dimension_384_uses_the_hnsw_channel_with_tenant_filter(
         plan = "\n".join(s.execute(text("EXPLAIN " + channel), params).scalars())
         assert "ix_experiences_query_embedding_hnsw_384" in plan
         s.execute(text("SET LOCAL hnsw.ef_search = 40"))
-        assert s.execute(text(channel), params).scalars().all() == []  # plain scan: starved by the filter
+        # plain scan: starved by the filter. It keeps the 40 nearest rows it meets, the other
+        # tenant's 300 first, and filters after; what else the session's shared index holds (other
+        # tests' rows) decides whether one of this tenant's far rows is among them, so it is
+        # asserted to miss some of them, not all
+        plain = set(s.execute(text(channel), params).scalars().all())
+        assert plain < set(mine), plain
         s.execute(text("SET LOCAL enable_sort = on"))  # preselection runs with the planner's defaults
         rows = repo.preselect(
             s, tenant_id=me, corpus_id=cm, embedding=q, seeds={}, m=8, now=datetime.now(UTC), ef_search=40

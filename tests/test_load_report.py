@@ -26,3 +26,5 @@ def test_the_summary_gives_each_stage_its_median_and_p95() -> None:
         "add.wait": {"n": 100, "p50": 50.5, "p95": 95.0},
     }
     assert "stages_ms" not in LoadReport(clients=1, seconds=1.0).summary()
+    report.add_versions = {4, 5, 9}
+    assert report.summary()["add_runs"] == 3  # indexing runs the adds were committed in

@@ -39,6 +39,8 @@ class LoadReport:
     query_log_ids: list[int] = field(default_factory=list)
     passage_ids: list[int] = field(default_factory=list)
     added_texts: list[str] = field(default_factory=list)
+    add_versions: set[int] = field(default_factory=set)
+    """Corpus versions the passage adds answered with: each is one indexing run (a group commit)."""
     stages_ms: dict[str, list[float]] = field(default_factory=dict)
     """``<kind>.<stage>`` -> durations from the answers' ``Server-Timing`` headers (passage adds
     send theirs: wait, index, its phases, graph)."""
@@ -88,6 +90,8 @@ class LoadReport:
                 "p95_ms": round(self.percentile(kind, 95), 1),
                 "p99_ms": round(self.percentile(kind, 99), 1),
             }
+        if self.add_versions:
+            out["add_runs"] = len(self.add_versions)
         if self.stages_ms:
             out["stages_ms"] = {
                 name: {
@@ -145,6 +149,8 @@ def run_load(
                     report.query_log_ids.append(int(body["query_log_id"]))
                 if kind == "add":
                     report.passage_ids.extend(int(p) for p in body.get("passage_ids", []))
+                    if body.get("version") is not None:
+                        report.add_versions.add(int(body["version"]))
                     if sent is not None:
                         report.added_texts.append(sent)
             elif status not in (429, 503) and len(report.errors) < 20:

@@ -136,6 +136,8 @@ def api(
             k = summary[kind]
             console.print(f"{kind:4} n={k['n']:6}  p50 {k['p50_ms']:8.1f} ms  p95 {k['p95_ms']:8.1f} ms  "
                           f"p99 {k['p99_ms']:8.1f} ms")  # fmt: skip
+    if "add_runs" in summary:
+        console.print(f"passage adds committed in {summary['add_runs']} indexing runs (group commits)")
     stages = summary.get("stages_ms", {})
     if stages:
         console.print(
