@@ -534,6 +534,14 @@ class APISettings(_Group):
         "and load the new one on a thread of its own (passage adds, updates and deletions still answer only "
         "once their change is loaded: read your writes). Off: the first question after a change loads it.",
     )
+    graph_check_interval_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=60.0,
+        description="How long a worker answers questions from its loaded graph before it reads the corpus's "
+        "version again (0: at every question). Passage changes through this worker are seen at once "
+        "whatever the interval (read your writes); changes made elsewhere, within this many seconds.",
+    )
     writeback_batch: int = Field(
         default=16,
         ge=1,

@@ -157,5 +157,7 @@ def test_the_service_loads_newer_graphs_in_the_background_only_while_it_runs(db:
     assert cache.background_refresh is False
     settings = api_settings(database_url, "http://127.0.0.1:9")
     settings.api.graph_refresh_in_background = False
+    settings.api.graph_check_interval_s = 0.5
     with app_client(db, settings):
-        assert cache.background_refresh is False
+        assert cache.background_refresh is False and cache.check_interval_s == 0.5
+    assert cache.check_interval_s == 0.0

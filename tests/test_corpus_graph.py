@@ -368,6 +368,24 @@ def test_with_background_refresh_a_question_never_waits_for_a_newer_version(db: 
     assert cache.background_loads == 1
 
 
+def test_within_the_check_interval_only_a_writer_reads_the_version(db: Database, tenant: int) -> None:
+    """``check_interval_s``: questions are answered from the cached graph without reading the
+    version until the interval has passed; a writer passing the version it committed gets it at
+    once."""
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    cache = GraphCache(check_interval_s=3600)
+    g1 = cache.get(db, tenant, c.id, 16)
+    report = idx.index_documents(_docs(CORPUS[3:4]))
+    assert cache.get(db, tenant, c.id, 16) is g1  # within the interval: not even read
+    g2 = cache.get(db, tenant, c.id, 16, min_version=report.version)
+    assert g2.version == report.version and g2.n_passages == g1.n_passages + 1
+    assert cache.get(db, tenant, c.id, 16) is g2
+    with pytest.raises(ValueError, match="check_interval_s must be >= 0"):
+        cache.configure(max_graphs=None, max_bytes=None, check_interval_s=-1)
+
+
 def test_the_cache_never_serves_one_databases_graph_for_anothers_ids(make_database_url: Callable[[], str]) -> None:
     """Two databases each with tenant 1's corpus 1 at the same version: ids and versions of two
     databases are unrelated, so the process-wide cache keeps each database's graph apart."""

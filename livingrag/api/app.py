@@ -132,14 +132,16 @@ def create_app(
         )
         app.state.services = svc
         # questions are answered from the previous graph version while the next one loads on a
-        # thread of its own; passage changes still wait for theirs (read your writes). The cache
-        # is the process's: what it did before this app is restored when the app stops.
+        # thread of its own, and the version is read at most every api.graph_check_interval_s;
+        # passage changes still wait for theirs (read your writes). The cache is the process's:
+        # what it did before this app is restored when the app stops.
         graphs = shared_graph_cache()
-        refresh_before = graphs.background_refresh
+        refresh_before = graphs.background_refresh, graphs.check_interval_s
         graphs.configure(
             max_graphs=graphs.max_graphs,
             max_bytes=graphs.max_bytes,
             background_refresh=settings.api.graph_refresh_in_background,
+            check_interval_s=settings.api.graph_check_interval_s,
         )
         _recover_writebacks(svc)
         # Sync routes run in anyio's thread pool (40 threads by default): make room for every
@@ -157,7 +159,10 @@ def create_app(
             yield
         finally:
             graphs.configure(
-                max_graphs=graphs.max_graphs, max_bytes=graphs.max_bytes, background_refresh=refresh_before
+                max_graphs=graphs.max_graphs,
+                max_bytes=graphs.max_bytes,
+                background_refresh=refresh_before[0],
+                check_interval_s=refresh_before[1],
             )
             svc.jobs.close()
             if rag is None:

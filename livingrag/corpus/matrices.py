@@ -138,7 +138,8 @@ class GraphCache:
     recently used ones are evicted (the graph just loaded is always kept, even when it alone is
     over the byte budget). A request holding an evicted graph keeps using it; the next one reloads.
 
-    ``check_interval_s`` bounds how often the version is read (0: on every :meth:`get`).
+    ``check_interval_s`` bounds how often the version is read (0: on every :meth:`get`); a caller
+    passing a ``min_version`` its cached graph lacks reads it at once.
     """
 
     def __init__(
@@ -170,13 +171,23 @@ class GraphCache:
         """Newer versions loaded on a thread of their own (``background_refresh``)."""
 
     def configure(
-        self, *, max_graphs: int | None, max_bytes: int | None, background_refresh: bool | None = None
+        self,
+        *,
+        max_graphs: int | None,
+        max_bytes: int | None,
+        background_refresh: bool | None = None,
+        check_interval_s: float | None = None,
     ) -> None:
-        """Set the bounds (and evict what is now over them) and, when given, ``background_refresh``."""
+        """Set the bounds (and evict what is now over them) and, when given, ``background_refresh``
+        and ``check_interval_s``."""
         with self._lock:
             self.max_graphs, self.max_bytes = max_graphs, max_bytes
             if background_refresh is not None:
                 self.background_refresh = background_refresh
+            if check_interval_s is not None:
+                if check_interval_s < 0:
+                    raise ValueError(f"check_interval_s must be >= 0, got {check_interval_s}")
+                self.check_interval_s = check_interval_s
             self._evict(keep=None)
 
     def get(
@@ -194,7 +205,9 @@ class GraphCache:
         now = time.monotonic()
         with self._lock:
             graph = self._cached(key, source)
-            if graph is not None and now - self._checked.get(key, 0.0) < self.check_interval_s:
+            fresh_enough = graph is not None and (min_version is None or graph.version >= min_version)
+            if fresh_enough and now - self._checked.get(key, 0.0) < self.check_interval_s:
+                assert graph is not None
                 self._graphs.move_to_end(key)
                 return graph
         version = current_version(db, tenant_id, corpus_id)
