@@ -53,7 +53,8 @@ OWNER_ROUTES: dict[str, str] = {
     "experience/scope_indexing.py:index_scopes": "plans and builds per-scope HNSW indexes",
     # the embedded server's read-ahead at its start (catalog queries on every database, no rows read),
     # then the load of the experience indexes into its shared buffers (a C function in pg_temp)
-    "db/prewarm.py:Prewarm._run": "reads every database's experience relation files",
+    "db/prewarm.py:Prewarm._read_ahead": "reads every database's experience relation files",
+    "db/prewarm.py:Prewarm._load_buffers": "loads every database's experience indexes into shared buffers",
     # operator tools, not request paths
     "diagnostics.py:_where": "doctor: the server's address",
     "diagnostics.py:check_database": "doctor: server version",

@@ -50,8 +50,9 @@ def library_path(pkglibdir: Path) -> Path:
 
 
 def load_rank(relation: str) -> int:
-    """The group of the module docstring a relation belongs to (0 first); tables are not loaded
-    (-1): their rows are read a few per match, and the OS page cache serves those."""
+    """The group of the module docstring an index belongs to (0 first). Tables are not loaded at
+    all (:func:`plan_loads` leaves them out): their rows are read a few per match, and the OS page
+    cache serves those."""
     if relation.startswith(SCOPE_INDEX_PREFIX):
         return 0
     if relation in MATCH_INDEXES:

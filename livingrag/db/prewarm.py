@@ -7,7 +7,9 @@ embedded server ships no ``pg_prewarm``, so livingrag reads the files itself: fo
 of the server, the experience tables, their TOAST tables and their indexes (indexes first), each
 file announced with ``posix_fadvise(WILLNEED)`` and then read through, in a background thread, up
 to a budget of half the memory that is available. PostgreSQL then finds the pages in the page
-cache and fills its own buffers from there at memory speed.
+cache and fills its own buffers from there at memory speed. After it, the indexes matching walks
+are loaded into those buffers themselves (:mod:`livingrag.db.buffer_load`), up to
+``db.prewarm_buffers_fraction`` of them.
 
 Only the embedded server's files are on this machine for certain; an external server is never
 read ahead.
@@ -144,10 +146,18 @@ class Prewarm:
 
     @property
     def done(self) -> bool:
-        """Whether the read-ahead has ended (read everything, or failed)."""
+        """Whether the read-ahead (and the buffer load after it) has ended (done, or failed)."""
         return self._done.is_set()
 
     def _run(self) -> None:
+        try:
+            self._read_ahead()
+            if self.error is None and self.buffers_fraction > 0:
+                self._load_buffers()
+        finally:
+            self._done.set()
+
+    def _read_ahead(self) -> None:
         try:
             files = collect_files(self.owner_url)
             self.result = read_ahead(files, default_budget())
@@ -155,14 +165,14 @@ class Prewarm:
         except Exception as exc:  # a server stopping under us, a database dropped meanwhile
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("prewarm failed: %s", self.error)
-        if self.error is None and self.buffers_fraction > 0:
-            try:
-                self.buffers = load_store_indexes(self.owner_url, self.buffers_fraction, self.library)
-                log.info("prewarm: loaded into shared buffers %s", self.buffers.as_dict())
-            except Exception as exc:  # the loader not installed, the server stopping
-                self.buffers_error = f"{type(exc).__name__}: {exc}"
-                log.warning("prewarm: indexes not loaded into shared buffers: %s", self.buffers_error)
-        self._done.set()
+
+    def _load_buffers(self) -> None:
+        try:
+            self.buffers = load_store_indexes(self.owner_url, self.buffers_fraction, self.library)
+            log.info("prewarm: loaded into shared buffers %s", self.buffers.as_dict())
+        except Exception as exc:  # the loader not installed, the server stopping
+            self.buffers_error = f"{type(exc).__name__}: {exc}"
+            log.warning("prewarm: indexes not loaded into shared buffers: %s", self.buffers_error)
 
     def report(self) -> dict[str, object]:
         """What the read-ahead and the buffer load did, JSON-ready."""
