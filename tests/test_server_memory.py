@@ -87,6 +87,17 @@ def test_db_status_shows_what_the_embedded_server_runs_with(tmp_path: Path) -> N
     # and so is the load of its indexes into shared buffers, with the loader install.sh built
     assert first["prewarm_buffers_fraction"] == 0.5
     assert str(first["buffer_loader"]).endswith("/livingrag_buffers.so")
+    # the human form lines every name up, the longest included
+    human = subprocess.run(
+        [sys.executable, "-m", "livingrag.cli.main", "db", "status"],
+        env={**os.environ, "LIVINGRAG_DB__DATA_DIR": str(tmp_path), "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    colons = {line.index(": ") for line in human.splitlines() if ": " in line and not line.startswith("schema")}
+    assert len(colons) == 1 and "prewarm_buffers_fraction: 0.5" in human, human
     env = {**os.environ, "LIVINGRAG_DB__DATA_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-m", "livingrag.cli.main", "db", "upgrade"], env=env, check=True, timeout=120)
     migrated = _status(tmp_path, LIVINGRAG_DB__PREWARM="false")

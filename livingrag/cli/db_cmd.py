@@ -86,6 +86,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     if as_json:
         print_json(info)
         return
+    width = max(len(k) for k in (*info, *info["memory"]))
     for k, v in info.items():
         if k == "memory":
             for name, m in v.items():
@@ -94,9 +95,9 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
                     if m["configured_mb"] is None
                     else (f" (configured {m['configured_mb']} MB, {'auto' if m['auto'] else 'set'})")
                 )
-                console.print(f"{name:>20}: {m['running_mb']} MB{how}")
+                console.print(f"{name:>{width}}: {m['running_mb']} MB{how}")
         elif k != "memory_restart_needed":
-            console.print(f"{k:>20}: {v}")
+            console.print(f"{k:>{width}}: {v}")
     if not st.up_to_date:
         console.print("[yellow]schema is not current: run `livingrag db upgrade`[/yellow]")
     if pending:
