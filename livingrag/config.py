@@ -84,9 +84,9 @@ class DBSettings(_Group):
         ge=0.0,
         le=0.9,
         description="Embedded server only, with prewarm on: after the read-ahead, load the experience indexes "
-        "that matching walks (per-scope HNSW first, then the entity channel) into PostgreSQL's shared_buffers, "
-        "up to this fraction of them, so that a large scope's first matches after a restart read no page "
-        "from outside (0: only the read-ahead). Needs the loader scripts/install.sh builds.",
+        "that matching walks (per-scope HNSW first, then the entity channel), then the experience rows, into "
+        "PostgreSQL's shared_buffers, up to this fraction of them, so that a large scope's first matches after "
+        "a restart read no page from outside (0: only the read-ahead). Needs the loader scripts/install.sh builds.",
     )
     pool_size: int = Field(
         default=20,

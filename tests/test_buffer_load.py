@@ -21,12 +21,15 @@ def _rel(name: str, size: int, is_index: bool = True) -> RelationFile:
     return RelationFile(name, Path("/d") / name, size, is_index)
 
 
-def test_matching_indexes_rank_first_and_tables_are_not_loaded() -> None:
+def test_matching_indexes_rank_first_then_the_experience_rows_and_no_other_table() -> None:
     assert load_rank("ix_exp_scope_3_7_384") == 0
     assert load_rank("ix_experience_entities_channel") == 1
     assert load_rank("experiences_pkey") == 1
     assert load_rank("ix_experiences_query_embedding_hnsw_384") == 2
     assert load_rank("experience_entities_pkey") == 3
+    assert load_rank("experiences", is_index=False) == 4
+    assert load_rank("experience_entities", is_index=False) is None
+    assert load_rank("pg_toast_16500", is_index=False) is None
 
 
 def test_the_plan_takes_scopes_first_smaller_first_and_cuts_at_the_budget() -> None:
@@ -38,6 +41,7 @@ def test_the_plan_takes_scopes_first_smaller_first_and_cuts_at_the_budget() -> N
         ("b", _rel("ix_exp_scope_2_2_384", 2 * 8192 + 1)),  # 3 blocks, rounded up
         ("b", _rel("ix_experience_entities_channel", 2 * 8192)),
         ("b", RelationFile("pg_toast_9_index", Path("/d/t"), 8192, True, qualified="pg_toast.pg_toast_9_index")),
+        ("b", _rel("experience_entities", 50 * 8192, is_index=False)),  # matching reads none of its pages
     ]
     whole = plan_loads(rels, budget_bytes=10**9, block_size=8192)
     assert whole.items == (
@@ -47,6 +51,7 @@ def test_the_plan_takes_scopes_first_smaller_first_and_cuts_at_the_budget() -> N
         ("a", "ix_experiences_query_embedding_hnsw_384", 5),
         ("b", "pg_toast.pg_toast_9_index", 1),  # named so that a session finds it
         ("a", "experience_entities_pkey", 4),
+        ("a", "experiences", 100),  # the rows matching reads, once every index is in
     )
     assert not whole.cut
     cut = plan_loads(rels, budget_bytes=10 * 8192 + 100, block_size=8192)

@@ -11,7 +11,9 @@ the order matching needs them, up to a budget of the buffers:
 2. the entity channel (``ix_experience_entities_channel``) and the experience primary key (every
    match reads both);
 3. the shared per-dimension HNSW indexes (scopes without an index of their own);
-4. every other index of the experience tables, larger last.
+4. every other index of the experience tables, larger last;
+5. the ``experiences`` table itself, when all that fits (each match reads ~100 of its rows: the
+   entity channel's primary-key probes and the results), never the other tables.
 
 The embedded server ships no ``pg_prewarm``; ``scripts/install.sh`` compiles
 ``livingrag/db/native/livingrag_buffers.c`` against its headers into its library directory, and
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 LIBRARY_NAME = "livingrag_buffers"
 SHARED_HNSW_PREFIX = DYNAMIC_INDEX_PREFIXES[0]
 MATCH_INDEXES = ("ix_experience_entities_channel", "experiences_pkey")
+MATCH_TABLE = "experiences"  # its rows: the entity channel's primary-key probes and the results
 
 DEFAULT_FRACTION = 0.5  # of shared_buffers: the rest stays for heap pages, the corpus and the service
 
@@ -49,10 +52,11 @@ def library_path(pkglibdir: Path) -> Path:
     return pkglibdir / f"{LIBRARY_NAME}.so"
 
 
-def load_rank(relation: str) -> int:
-    """The group of the module docstring an index belongs to (0 first). Tables are not loaded at
-    all (:func:`plan_loads` leaves them out): their rows are read a few per match, and the OS page
-    cache serves those."""
+def load_rank(relation: str, is_index: bool = True) -> int | None:
+    """The group of the module docstring a relation belongs to (0 first); None for a table other
+    than ``experiences`` (never loaded: matching reads none of its pages)."""
+    if not is_index:
+        return 4 if relation == MATCH_TABLE else None
     if relation.startswith(SCOPE_INDEX_PREFIX):
         return 0
     if relation in MATCH_INDEXES:
@@ -72,20 +76,19 @@ class LoadPlan:
 
 
 def plan_loads(relations: Sequence[tuple[str, RelationFile]], budget_bytes: int, block_size: int) -> LoadPlan:
-    """Which of ``relations`` ((database, relation) pairs) to load within ``budget_bytes``: the
-    indexes, by :func:`load_rank` across all databases, smaller first within a group (so that more
-    scopes fit), each whole while the budget lasts; the first that does not fit is loaded in part
-    (an HNSW index's first blocks hold its entry point and upper layers) and nothing after it."""
+    """Which of ``relations`` ((database, relation) pairs) to load within ``budget_bytes``: by
+    :func:`load_rank` across all databases (the indexes, then the ``experiences`` table), smaller
+    first within a group (so that more scopes fit), each whole while the budget lasts; the first
+    that does not fit is loaded in part (an HNSW index's first blocks hold its entry point and
+    upper layers) and nothing after it."""
     if block_size <= 0:
         raise ValueError(f"block size must be positive, got {block_size}")
-    indexes = sorted(
-        ((db, r) for db, r in relations if r.is_index),
-        key=lambda p: (load_rank(p[1].relation), p[1].size, p[0], p[1].relation),
-    )
+    ranked = [(rank, db, r) for db, r in relations if (rank := load_rank(r.relation, r.is_index)) is not None]
+    ranked.sort(key=lambda p: (p[0], p[2].size, p[1], p[2].relation))
     left = max(0, budget_bytes) // block_size
     items: list[tuple[str, str, int]] = []
     cut = False
-    for db, r in indexes:
+    for _, db, r in ranked:
         whole = -(-r.size // block_size)
         blocks = min(whole, left)
         cut = cut or blocks < whole
@@ -190,6 +193,7 @@ __all__ = [
     "DEFAULT_FRACTION",
     "LIBRARY_NAME",
     "MATCH_INDEXES",
+    "MATCH_TABLE",
     "BufferLoad",
     "LoadPlan",
     "buffer_budget",
