@@ -1,6 +1,6 @@
 """What the graph load an add pays costs on a real corpus (2Wiki, ~6k passages), idle machine:
-the full load, the incremental read of what changed and the build, after one passage is added
-(nothing is written: the incremental read is timed with nothing changed, its fixed cost)."""
+the full load, the incremental read and the build. Nothing is written: the incremental read is
+timed with nothing changed, which is its fixed cost."""
 import os, sys, time
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))
 import numpy as np
