@@ -179,10 +179,10 @@ def test_bench_store_says_what_the_start_read_and_loaded() -> None:
     assert _prewarm_line(read | {"buffers": None}) == "read 120.5 MB in 3 files in 1.5 s before the warm-up"
     loaded = {"relations": 7, "mb": 80.0, "missing": 0, "truncated": True, "seconds": 0.4}
     assert _prewarm_line(read | {"buffers": loaded}) == (
-        "read 120.5 MB in 3 files in 1.5 s before the warm-up; 80.0 MB of 7 indexes loaded into shared buffers"
+        "read 120.5 MB in 3 files in 1.5 s before the warm-up; 80.0 MB of 7 relations loaded into shared buffers"
         " in 0.4 s, stopped at the budget"
     )
     failed = read | {"buffers": None, "buffers_error": "ProgrammingError: could not access file"}
     assert _prewarm_line(failed).endswith(
-        "; indexes not loaded into shared buffers: ProgrammingError: could not access file"
+        "; nothing loaded into shared buffers: ProgrammingError: could not access file"
     )

@@ -383,7 +383,7 @@ def test_within_the_check_interval_only_a_writer_reads_the_version(db: Database,
     assert g2.version == report.version and g2.n_passages == g1.n_passages + 1
     assert cache.get(db, tenant, c.id, 16) is g2
     with pytest.raises(ValueError, match="check_interval_s must be >= 0"):
-        cache.configure(max_graphs=None, max_bytes=None, check_interval_s=-1)
+        cache.set_refresh(background=False, check_interval_s=-1)
 
 
 def test_the_cache_never_serves_one_databases_graph_for_anothers_ids(make_database_url: Callable[[], str]) -> None:

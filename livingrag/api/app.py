@@ -135,12 +135,8 @@ def create_app(
         # thread of its own, and the version is read at most every api.graph_check_interval_s;
         # passage changes still wait for theirs (read your writes). The cache is the process's:
         # what it did before this app is restored when the app stops.
-        graphs = shared_graph_cache()
-        refresh_before = graphs.background_refresh, graphs.check_interval_s
-        graphs.configure(
-            max_graphs=graphs.max_graphs,
-            max_bytes=graphs.max_bytes,
-            background_refresh=settings.api.graph_refresh_in_background,
+        refresh_before = shared_graph_cache().set_refresh(
+            background=settings.api.graph_refresh_in_background,
             check_interval_s=settings.api.graph_check_interval_s,
         )
         _recover_writebacks(svc)
@@ -158,12 +154,8 @@ def create_app(
         try:
             yield
         finally:
-            graphs.configure(
-                max_graphs=graphs.max_graphs,
-                max_bytes=graphs.max_bytes,
-                background_refresh=refresh_before[0],
-                check_interval_s=refresh_before[1],
-            )
+            background_before, interval_before = refresh_before
+            shared_graph_cache().set_refresh(background=background_before, check_interval_s=interval_before)
             svc.jobs.close()
             if rag is None:
                 pipeline.close(timeout=30)

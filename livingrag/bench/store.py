@@ -824,9 +824,9 @@ def _prewarm_line(p: dict[str, Any] | None) -> str:
     b = p.get("buffers")
     if b is not None:
         bcut = ", stopped at the budget" if b["truncated"] else ""
-        line += f"; {b['mb']} MB of {b['relations']} indexes loaded into shared buffers in {b['seconds']} s{bcut}"
+        line += f"; {b['mb']} MB of {b['relations']} relations loaded into shared buffers in {b['seconds']} s{bcut}"
     elif "buffers_error" in p:
-        line += f"; indexes not loaded into shared buffers: {p['buffers_error']}"
+        line += f"; nothing loaded into shared buffers: {p['buffers_error']}"
     return line
 
 

@@ -170,25 +170,21 @@ class GraphCache:
         self.background_loads = 0
         """Newer versions loaded on a thread of their own (``background_refresh``)."""
 
-    def configure(
-        self,
-        *,
-        max_graphs: int | None,
-        max_bytes: int | None,
-        background_refresh: bool | None = None,
-        check_interval_s: float | None = None,
-    ) -> None:
-        """Set the bounds (and evict what is now over them) and, when given, ``background_refresh``
-        and ``check_interval_s``."""
+    def configure(self, *, max_graphs: int | None, max_bytes: int | None) -> None:
+        """Set the bounds (and evict what is now over them)."""
         with self._lock:
             self.max_graphs, self.max_bytes = max_graphs, max_bytes
-            if background_refresh is not None:
-                self.background_refresh = background_refresh
-            if check_interval_s is not None:
-                if check_interval_s < 0:
-                    raise ValueError(f"check_interval_s must be >= 0, got {check_interval_s}")
-                self.check_interval_s = check_interval_s
             self._evict(keep=None)
+
+    def set_refresh(self, *, background: bool, check_interval_s: float) -> tuple[bool, float]:
+        """Set ``background_refresh`` and ``check_interval_s``; returns the previous pair, so that
+        a caller that changes the process's cache for a while can put it back."""
+        if check_interval_s < 0:
+            raise ValueError(f"check_interval_s must be >= 0, got {check_interval_s}")
+        with self._lock:
+            before = self.background_refresh, self.check_interval_s
+            self.background_refresh, self.check_interval_s = background, check_interval_s
+        return before
 
     def get(
         self, db: Database, tenant_id: int, corpus_id: int, dim: int, *, min_version: int | None = None
@@ -205,9 +201,11 @@ class GraphCache:
         now = time.monotonic()
         with self._lock:
             graph = self._cached(key, source)
-            fresh_enough = graph is not None and (min_version is None or graph.version >= min_version)
-            if fresh_enough and now - self._checked.get(key, 0.0) < self.check_interval_s:
-                assert graph is not None
+            if (
+                graph is not None
+                and (min_version is None or graph.version >= min_version)
+                and now - self._checked.get(key, 0.0) < self.check_interval_s
+            ):
                 self._graphs.move_to_end(key)
                 return graph
         version = current_version(db, tenant_id, corpus_id)

@@ -172,7 +172,7 @@ class Prewarm:
             log.info("prewarm: loaded into shared buffers %s", self.buffers.as_dict())
         except Exception as exc:  # the loader not installed, the server stopping
             self.buffers_error = f"{type(exc).__name__}: {exc}"
-            log.warning("prewarm: indexes not loaded into shared buffers: %s", self.buffers_error)
+            log.warning("prewarm: nothing loaded into shared buffers: %s", self.buffers_error)
 
     def report(self) -> dict[str, object]:
         """What the read-ahead and the buffer load did, JSON-ready."""

@@ -589,7 +589,7 @@ class ExperienceStore:
         confidence), in order and in one transaction, each unless its evidence changed, the novelty
         recheck under the locks rejects it (gated only), or the tenant is at its quota; each
         decision is logged in that transaction. What a candidate's corpus and the locks cost (the
-        dimension and version, KeySent's surface forms, the corpus and scope locks, the quota
+        dimension and version, KeySent's surface forms, the evidence and scope locks, the quota
         count) is paid once for the batch. ``version``: the corpus version the gates read (None:
         read here, with the dimension check, as the ungated path does). Raises on any failure,
         and then nothing of the batch is stored or logged."""
