@@ -476,6 +476,154 @@ def test_a_reload_reads_only_what_changed_and_equals_a_full_load(db: Database, t
         assert load_graph_tables(s, c.id, 16).passage_hashes == tables.passage_hashes
 
 
+def _same_tables(a: repo.GraphTables, b: repo.GraphTables) -> None:
+    """Two table sets equal field for field; the edge tables compared as sets of rows (a full load
+    reads them in no set order)."""
+    edges = {"es": ("es_entity_ids", "es_sentence_ids"), "pe": ("pe_passage_ids", "pe_entity_ids", "pe_mentions"),
+             "link": ("link_sources", "link_targets", "link_weights")}  # fmt: skip
+    for cols in edges.values():
+        rows = [sorted(zip(*(getattr(t, c).tolist() for c in cols), strict=True)) for t in (a, b)]
+        assert rows[0] == rows[1], cols
+    for k in set(vars(a)) - {c for cols in edges.values() for c in cols}:
+        x, y = getattr(a, k), getattr(b, k)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape, k
+            np.testing.assert_array_equal(x, y, err_msg=k)
+        else:
+            assert x == y, k
+
+
+def _appended(db: Database, tenant: int, corpus_id: int, known: repo.GraphTables) -> repo.GraphTables | None:
+    with db.tenant_session(tenant) as s:
+        s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        return repo.load_graph_tables_appended(s, tenant, corpus_id, 16, known)
+
+
+def _full(db: Database, tenant: int, corpus_id: int) -> repo.GraphTables:
+    with db.tenant_session(tenant) as s:
+        s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        return repo.load_graph_tables(s, corpus_id, 16)
+
+
+def test_after_adds_only_the_added_rows_are_read_and_the_graph_equals_a_full_load(db: Database, tenant: int) -> None:
+    """Adds interleaved with another corpus's (ids not contiguous), documents chunked over two
+    batches (a new link to a known passage), and entities sorting before, between and after the
+    known ones: the appended load equals a full load, tables and graph."""
+    from livingrag.corpus.matrices import graph_from_tables
+
+    c, other = _corpus(db, tenant), _corpus(db, tenant, "other")
+    idx, idx_other = _indexer(db, tenant, c, batch_size=2), _indexer(db, tenant, other)
+    idx.index_documents(_docs(CORPUS[:3]))
+    tables = _full(db, tenant, c.id)
+    assert tables.passage_high == int(tables.passage_ids.max())
+    assert _appended(db, tenant, c.id, tables) is None  # nothing newer
+
+    def step() -> None:
+        nonlocal tables
+        got = _appended(db, tenant, c.id, tables)
+        assert got is not None
+        full = _full(db, tenant, c.id)
+        _same_tables(got, full)
+        _same_graph(graph_from_tables(c.id, got), graph_from_tables(c.id, full))
+        tables = got
+
+    idx_other.index_documents(_docs(CORPUS[3:5]))
+    idx.index_documents(_docs(CORPUS[5:7]))
+    step()
+    words = " ".join(f"Zed{i} met Aaron{i} in Mid{i}ville." for i in range(60))
+    long_doc = Document("Long Doc", words, external_id="long")  # 3 chunks: batches of 2 and 1
+    _indexer(db, tenant, c, batch_size=2, chunk_tokens=120, chunk_overlap=20).index_documents([long_doc])
+    assert _counts(db, tenant, c.id)["passage_links"] == 2  # the second batch links to the first
+    step()
+    idx_other.index_documents(_docs(CORPUS[7:]))
+    assert _appended(db, tenant, c.id, tables) is None  # only the other corpus changed
+    idx.index_documents(_docs(CORPUS[7:]))
+    step()
+    assert len(tables.passage_ids) == _counts(db, tenant, c.id)["passages"]
+
+
+def test_a_change_that_is_not_an_append_makes_the_appended_load_decline(db: Database, tenant: int) -> None:
+    """An update or deletion sets ``rewrite_version``: a graph loaded before it is read again
+    another way; adds after it are appended to the tables read after it."""
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:4]))
+    before = _full(db, tenant, c.id)
+    with db.tenant_session(tenant) as s:
+        pid = int(s.execute(text("SELECT min(id) FROM passages WHERE corpus_id = :c"), {"c": c.id}).scalar_one())
+        v, rw = s.execute(text("SELECT version, rewrite_version FROM corpora WHERE id = :c"), {"c": c.id}).one()
+    assert rw < v  # the adds did not set it
+    idx.update_passage(pid, text="Ingrid Vale is a Norwegian singer from Brevik, born in Oslo.")
+    assert _appended(db, tenant, c.id, before) is None
+    after_update = _full(db, tenant, c.id)
+    idx.index_documents(_docs(CORPUS[4:6]))
+    got = _appended(db, tenant, c.id, after_update)
+    assert got is not None
+    _same_tables(got, _full(db, tenant, c.id))
+    idx.delete_passages([pid])
+    assert _appended(db, tenant, c.id, got) is None
+
+
+def test_a_batch_that_gives_a_known_entity_its_vector_counts_as_a_rewrite(db: Database, tenant: int) -> None:
+    """An entity stored without a vector (a concurrent deletion removed it between a batch's plan
+    and its write) that a batch gives one is a row a loaded graph lacks but an id below its
+    highest: the batch's version bump is not an append."""
+    c = _corpus(db, tenant)
+    _indexer(db, tenant, c).index_documents(_docs(CORPUS[:2]))
+    with db.tenant_session(tenant) as s:
+        s.execute(
+            text("INSERT INTO entities (tenant_id, corpus_id, name, normalized_name) VALUES (:t, :c, 'Nox', 'nox')"),
+            {"t": tenant, "c": c.id},
+        )
+    vec = np.ones(16, dtype=np.float32)
+    batch = repo.GraphBatch(
+        passages=[repo.PassageRow("Nox", "Nox is here.", "hash-nox", 12, 3, None, 0, None, vec)],
+        sentences=[repo.SentenceRow(0, 0, "Nox is here.", vec)],
+        entities=[repo.EntityRow("nox", "Nox", None, ("Nox",), vec)],
+        entity_sentences=[("nox", 0)],
+        passage_entities=[(0, "nox", 1, 1.0)],
+    )
+    with db.tenant_session(tenant) as s:
+        repo.lock_corpus(s, c.id)
+        written = repo.write_batch(s, tenant, c.id, batch)
+        again = repo.upsert_entities(s, tenant, c.id, batch.entities)  # it has one now
+    assert written.filled_vectors == 1 and len(written.passage_ids) == 1 and again == 0
+
+
+def test_bump_version_sets_the_rewrite_version_unless_the_change_only_appended(db: Database, tenant: int) -> None:
+    c = _corpus(db, tenant)
+    with db.tenant_session(tenant) as s:
+        assert corpora.bump_version(s, c.id, appended=True) == 1
+        assert corpora.bump_version(s, c.id, appended=True) == 2
+        row = s.execute(text("SELECT version, rewrite_version FROM corpora WHERE id = :c"), {"c": c.id}).one()
+        assert tuple(row) == (2, 0)
+        assert corpora.bump_version(s, c.id) == 3
+        row = s.execute(text("SELECT version, rewrite_version FROM corpora WHERE id = :c"), {"c": c.id}).one()
+        assert tuple(row) == (3, 3)
+
+
+def test_the_cache_appends_added_passages_without_reading_the_whole_corpus(
+    db: Database, tenant: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from livingrag.corpus import matrices
+
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:4]))
+    cache = GraphCache()
+    cache.get(db, tenant, c.id, 16)
+
+    def refused(*a: object, **k: object) -> None:
+        raise AssertionError("an append was read as a rewrite")
+
+    monkeypatch.setattr(matrices, "load_graph_tables_since", refused)
+    monkeypatch.setattr(matrices, "load_graph_tables", refused)
+    idx.index_documents(_docs(CORPUS[4:]))
+    g = cache.get(db, tenant, c.id, 16)
+    monkeypatch.undo()
+    _same_graph(g, load_graph(db, tenant, c.id, 16))
+
+
 def test_the_cache_reloads_a_changed_corpus_from_what_it_holds(db: Database, tenant: int) -> None:
     c = _corpus(db, tenant)
     idx = _indexer(db, tenant, c)

@@ -53,6 +53,7 @@ PURE = {
     "livingrag.bench.stats",
     "livingrag.bench.tenant_figures",
     "livingrag.sparse",
+    "livingrag.sorted_merge",
     "livingrag.types",
     "livingrag.errors",
     "livingrag.io",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from livingrag.cli.common import console, examples, load_settings, print_json
+from livingrag.cli.common import console, examples, load_settings, print_json, tenant_option
 
 app = typer.Typer(
     help="Benchmarks (never part of the test suite)."
@@ -18,6 +18,7 @@ app = typer.Typer(
         "livingrag bench store --experiences 100000",
         "livingrag bench pipeline --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa",
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
+        "livingrag bench graph-load --tenant bench --corpus bench-2wikimultihopqa",
         "livingrag bench llm",
     ),
     no_args_is_help=True,
@@ -238,6 +239,43 @@ def store(
     report = run_store_bench(load_settings(), cfg, progress=progress)
     if as_json:
         print_json(report)
+    else:
+        console.print(format_report(report), highlight=False)
+
+
+@app.command(
+    name="graph-load",
+    help="Time what loading a corpus's graph costs a process that serves it (medians of --rounds): a full load, "
+    "the read after an update or deletion (every id and edge again), and the read after passages were only "
+    "added (the added rows alone), each with the build of the graph. The appended read is measured in a "
+    "transaction that is rolled back, so nothing is written; run it on an idle server, since a writer of the "
+    "corpus waits for that transaction."
+    + examples(
+        "livingrag bench graph-load --tenant bench --corpus bench-2wikimultihopqa",
+        "livingrag bench graph-load --corpus wiki --added 1 --added 64 --rounds 10 --json",
+    ),
+)
+def graph_load(
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    added: list[int] = typer.Option(
+        [1, 16], "--added", help="Newest passages read as added (repeat the option for several counts)."
+    ),
+    rounds: int = typer.Option(5, "--rounds", min=1, max=1000, help="Loads timed per kind."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.bench.graph_load import format_report, run_graph_load_bench
+    from livingrag.cli.common import err_console, open_database, resolve_tenant
+    from livingrag.corpus import service
+
+    with open_database(load_settings()) as db:
+        tid = resolve_tenant(db, tenant)
+        info = service.get_corpus(db, tid, int(corpus) if corpus.isdigit() else corpus)
+        report = run_graph_load_bench(
+            db, tid, info, added=added, rounds=rounds, progress=lambda m: err_console.print(f"[dim]{m}[/dim]")
+        )
+    if as_json:
+        print_json(report.as_dict())
     else:
         console.print(format_report(report), highlight=False)
 

@@ -389,9 +389,11 @@ class CorpusIndexer:
             batch = self._batch_rows(
                 [drafts[i] for i in keep], [graphs[i] for i in keep], p_vecs[keep], [s_vecs[i] for i in keep], k_vecs
             )
-            ids = repo.write_batch(s, self.tenant_id, self.corpus.id, batch)
+            written = repo.write_batch(s, self.tenant_id, self.corpus.id, batch)
+            ids = written.passage_ids
             repo.link_chunks(s, self.tenant_id, self.corpus.id, ids)
-            corpora.bump_version(s, self.corpus.id)
+            # Only rows were added, unless an entity the corpus held without a vector got one.
+            corpora.bump_version(s, self.corpus.id, appended=written.filled_vectors == 0)
         report.indexed += len(ids)
         report.passage_ids.extend(ids)
         report.ids_by_hash.update(zip((drafts[i].content_hash for i in keep), ids, strict=True))

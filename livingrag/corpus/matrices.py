@@ -19,7 +19,12 @@ import numpy as np
 from sqlalchemy.engine import make_url
 
 from livingrag.db.repositories import corpora
-from livingrag.db.repositories.corpus_graph import GraphTables, load_graph_tables, load_graph_tables_since
+from livingrag.db.repositories.corpus_graph import (
+    GraphTables,
+    load_graph_tables,
+    load_graph_tables_appended,
+    load_graph_tables_since,
+)
 from livingrag.retrieval.graph import CorpusGraph
 
 if TYPE_CHECKING:
@@ -28,30 +33,55 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _rows_of(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each wanted id in ``ids`` and a mask of the wanted ids that are present."""
-    if len(ids) == 0:
-        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-    sorter = np.argsort(ids, kind="stable")
-    pos = np.searchsorted(ids, wanted, sorter=sorter)
-    pos = np.clip(pos, 0, len(ids) - 1)
-    rows = sorter[pos]
-    return rows, ids[rows] == wanted
+class _IdRows:
+    """The row of each id of ``ids`` (unique), looked up many times: a dense table over the ids'
+    span when it is at most a few times their number (a corpus's ids mostly are: one sequence),
+    else a sorted copy searched with ``searchsorted``."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = np.asarray(ids, dtype=np.int64)
+        n = len(self.ids)
+        self.lo = int(self.ids.min()) if n else 0
+        span = int(self.ids.max()) - self.lo + 1 if n else 0
+        self.table: np.ndarray | None = None
+        if n and span <= 4 * n + 65_536:
+            self.table = np.full(span, -1, dtype=np.int64)
+            self.table[self.ids - self.lo] = np.arange(n, dtype=np.int64)
+        elif n:
+            self.order = np.argsort(self.ids, kind="stable")
+            self.sorted = self.ids[self.order]
+
+    def rows(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each wanted id (0 where absent) and a mask of the wanted ids that are present."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+        if self.table is not None:
+            at = wanted - self.lo
+            inside = (at >= 0) & (at < len(self.table))
+            rows = np.full(len(wanted), -1, dtype=np.int64)
+            rows[inside] = self.table[at[inside]]
+        else:
+            pos = np.searchsorted(self.sorted, wanted).clip(0, len(self.ids) - 1)
+            rows = np.where(self.sorted[pos] == wanted, self.order[pos], -1)
+        ok = rows >= 0
+        return np.where(ok, rows, 0), ok
 
 
 def graph_from_tables(corpus_id: int, t: GraphTables) -> CorpusGraph:
     """Assemble the in-memory graph from bulk-loaded tables (ids -> content-ordered rows)."""
-    s_prow, s_ok = _rows_of(t.passage_ids, t.sentence_passage_ids)
+    passages, entities = _IdRows(t.passage_ids), _IdRows(t.entity_ids)
+    s_prow, s_ok = passages.rows(t.sentence_passage_ids)
     s_keep = np.flatnonzero(s_ok)
     sentence_ids = t.sentence_ids[s_keep]
-    e_rows, e_ok = _rows_of(t.entity_ids, t.es_entity_ids)
-    s_rows, s_ok2 = _rows_of(sentence_ids, t.es_sentence_ids)
+    e_rows, e_ok = entities.rows(t.es_entity_ids)
+    s_rows, s_ok2 = _IdRows(sentence_ids).rows(t.es_sentence_ids)
     es_keep = e_ok & s_ok2
-    pe_p, pe_pok = _rows_of(t.passage_ids, t.pe_passage_ids)
-    pe_e, pe_eok = _rows_of(t.entity_ids, t.pe_entity_ids)
+    pe_p, pe_pok = passages.rows(t.pe_passage_ids)
+    pe_e, pe_eok = entities.rows(t.pe_entity_ids)
     pe_keep = pe_pok & pe_eok
-    l_a, l_aok = _rows_of(t.passage_ids, t.link_sources)
-    l_b, l_bok = _rows_of(t.passage_ids, t.link_targets)
+    l_a, l_aok = passages.rows(t.link_sources)
+    l_b, l_bok = passages.rows(t.link_targets)
     l_keep = l_aok & l_bok
     return CorpusGraph.build(
         corpus_id=corpus_id,
@@ -87,16 +117,24 @@ def load_graph_and_tables(
     db: Database, tenant_id: int, corpus_id: int, dim: int, *, previous: GraphTables | None = None
 ) -> tuple[CorpusGraph, GraphTables]:
     """The graph and the tables it was built from, read in one REPEATABLE READ snapshot; with
-    ``previous`` (an earlier load of this corpus) only the rows it lacks are read in full
-    (:func:`load_graph_tables_since`: after passages were added, the new passages' texts and
-    vectors instead of the whole corpus's), and the graph is the same."""
+    ``previous`` (an earlier load of this corpus) less is read, and the graph is the same:
+    - when every change since ``previous`` only added passages, only the added rows
+      (:func:`load_graph_tables_appended`);
+    - otherwise every id and edge, but the texts and vectors only of the rows ``previous`` lacks
+      (:func:`load_graph_tables_since`)."""
     t0 = time.perf_counter()
     usable = previous is not None and len(previous.passage_hashes) == len(previous.passage_ids)
+    how = ""
     with db.tenant_session(tenant_id) as s:
         s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        tables: GraphTables | None = None
         if usable and previous is not None:
-            tables = load_graph_tables_since(s, corpus_id, dim, previous)
-        else:
+            tables = load_graph_tables_appended(s, tenant_id, corpus_id, dim, previous)
+            how = f" (appended since v{previous.version})"
+            if tables is None:
+                tables = load_graph_tables_since(s, corpus_id, dim, previous)
+                how = f" (since v{previous.version})"
+        if tables is None:
             tables = load_graph_tables(s, corpus_id, dim)
     t1 = time.perf_counter()
     graph = graph_from_tables(corpus_id, tables)
@@ -104,7 +142,7 @@ def load_graph_and_tables(
         "loaded corpus %s v%s%s: %d passages, %d entities, %d sentences (read %.2fs, build %.2fs, %.0f MB)",
         corpus_id,
         graph.version,
-        f" (since v{previous.version})" if usable and previous is not None else "",
+        how,
         graph.n_passages,
         graph.n_entities,
         graph.n_sentences,

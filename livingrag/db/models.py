@@ -143,6 +143,8 @@ class Corpus(Base):
     ner_model: Mapped[str] = mapped_column(Text, nullable=False)
     extractor: Mapped[str] = mapped_column(Text, nullable=False, server_default="spacy")
     version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    rewrite_version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    """The version of the last change that was not an append (migration 0009)."""
     settings: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
@@ -156,6 +158,7 @@ class Passage(Base):
         UniqueConstraint("tenant_id", "corpus_id", "content_hash", name="uq_passages_corpus_hash"),
         Index("ix_passages_corpus_external", "corpus_id", "external_id"),
         Index("ix_passages_corpus_doc", "corpus_id", "doc_key", "chunk_index"),
+        Index("ix_passages_corpus_id", "corpus_id", "id"),  # migration 0009
     )
     id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
@@ -197,6 +200,7 @@ class Entity(Base):
         _pk("entities", "id"),
         _in_corpus(),
         UniqueConstraint("tenant_id", "corpus_id", "normalized_name", name="uq_entities_corpus_normalized"),
+        Index("ix_entities_corpus_id", "corpus_id", "id"),  # migration 0009
     )
     id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()

@@ -165,9 +165,9 @@ class CorpusGraph:
             transition=transition,
             dangling=dangling,
             ppr=BipartitePPR.build(transition, n_e, dangling),
-            key_to_entity={k: i for i, k in enumerate(keys)},
-            id_to_entity={int(e): i for i, e in enumerate(ids)},
-            id_to_passage={int(p): i for i, p in enumerate(pids)},
+            key_to_entity=dict(zip(keys, range(n_e), strict=True)),
+            id_to_entity=dict(zip(ids.tolist(), range(n_e), strict=True)),
+            id_to_passage=dict(zip(pids.tolist(), range(n_p), strict=True)),
         )
 
 

@@ -112,7 +112,7 @@ class BipartitePPR:
         leaves = np.flatnonzero(col_nnz == 1)
         kept = np.flatnonzero(col_nnz != 1)
         tr = transition.tocsr()
-        leaf_passage = np.array([t.indices[t.indptr[e]] - n_entities for e in leaves], dtype=np.int64)
+        leaf_passage = t.indices[t.indptr[leaves]].astype(np.int64) - n_entities  # a leaf's one passage
         leaf_weight = np.asarray(tr[leaves][:, n_entities:].sum(axis=1)).ravel() if len(leaves) else np.zeros(0)
         if len(leaves) and (leaf_passage < 0).any():
             raise ValueError("an entity is linked to another entity: not a passage-entity graph")

@@ -109,11 +109,22 @@ def update_settings(session: Session, corpus_id: int, changes: dict[str, Any]) -
     return _row(row)
 
 
-def bump_version(session: Session, corpus_id: int) -> int:
-    """Increment the corpus version (any graph change) and return the new value."""
+def bump_version(session: Session, corpus_id: int, *, appended: bool = False) -> int:
+    """Increment the corpus version (any graph change) and return the new value.
+
+    ``appended``: the change only added rows (passages with their sentences, new entities with
+    their vectors, edges naming a new passage) and altered none a loaded graph holds. Any other
+    change also sets ``rewrite_version`` to the new version, so that a graph loaded before it is
+    read again in full (:func:`~livingrag.db.repositories.corpus_graph.load_graph_tables_appended`
+    reads only the new rows when there was none since). When unsure, leave it False.
+    """
     v = session.execute(
-        text("UPDATE corpora SET version = version + 1, updated_at = now() WHERE id = :i RETURNING version"),
-        {"i": corpus_id},
+        text(
+            "UPDATE corpora SET version = version + 1, updated_at = now(),"
+            " rewrite_version = CASE WHEN :a THEN rewrite_version ELSE version + 1 END"
+            " WHERE id = :i RETURNING version"
+        ),
+        {"i": corpus_id, "a": bool(appended)},
     ).scalar()
     if v is None:
         raise NotFound(f"no corpus with id {corpus_id}")

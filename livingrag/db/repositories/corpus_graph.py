@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from livingrag.db.copy_binary import copy_in, copy_out_fixed
 from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import NotFound
+from livingrag.sorted_merge import insert_items, insert_rows, insertion_points
 
 _LOCK_BASE = 0x4C52_4700_0000_0000  # "LRG" in the high bytes; the corpus id in the low ones
 _EVIDENCE_LOCK_BASE = 0x4C52_4500_0000_0000  # "LRE": the passages experiences may cite
@@ -238,11 +239,22 @@ _PASSAGE_COPY_COLS = (
 )  # fmt: skip
 
 
-def write_batch(session: Session, tenant_id: int, corpus_id: int, batch: GraphBatch) -> list[int]:
-    """Insert a batch of passages with their sentences, entities and edges; returns the passage ids.
+@dataclass(frozen=True)
+class WrittenBatch:
+    """What :func:`write_batch` stored."""
+
+    passage_ids: list[int]
+    filled_vectors: int
+    """Entities the corpus held without a vector that the batch gave one: the batch did more than
+    append rows (a loaded graph lacks those entities), so its version bump must say so."""
+
+
+def write_batch(session: Session, tenant_id: int, corpus_id: int, batch: GraphBatch) -> WrittenBatch:
+    """Insert a batch of passages with their sentences, entities and edges.
 
     The caller holds :func:`lock_corpus` and has already dropped passages whose hash exists.
-    Entities new to the corpus are inserted (an existing key only gains new surface forms).
+    Entities new to the corpus are inserted (an existing key only gains new surface forms, and
+    its vector if it had none).
     """
     p_ids = _allocate_ids(session, "passages", len(batch.passages))
     s_ids = _allocate_ids(session, "sentences", len(batch.sentences))
@@ -298,7 +310,7 @@ def write_batch(session: Session, tenant_id: int, corpus_id: int, batch: GraphBa
         {"t": tenant_id, "c": corpus_id},
     )
 
-    upsert_entities(session, tenant_id, corpus_id, batch.entities)
+    filled = upsert_entities(session, tenant_id, corpus_id, batch.entities)
 
     _temp(session, "_lrg_entity_sentences", "key text, sentence_id bigint")
     copy_in(
@@ -333,13 +345,14 @@ def write_batch(session: Session, tenant_id: int, corpus_id: int, batch: GraphBa
         ),
         {"t": tenant_id, "c": corpus_id},
     )
-    return p_ids
+    return WrittenBatch(passage_ids=p_ids, filled_vectors=filled)
 
 
-def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: Sequence[EntityRow]) -> None:
-    """Insert new entities; existing ones (same normalised name) gain any new surface forms."""
+def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: Sequence[EntityRow]) -> int:
+    """Insert new entities; existing ones (same normalised name) gain any new surface forms, and
+    the given vector if they had none. Returns how many existing entities got a vector."""
     if not entities:
-        return
+        return 0
     _temp(session, "_lrg_entities", "key text, name text, label text, surface_forms text[], embedding vector")
     copy_in(
         session,
@@ -357,6 +370,13 @@ def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: 
             for e in entities
         ),
     )
+    filled = session.execute(
+        text(
+            "SELECT count(*) FROM entities x JOIN _lrg_entities t ON t.key = x.normalized_name"
+            " WHERE x.tenant_id = :t AND x.corpus_id = :c AND x.embedding IS NULL AND t.embedding IS NOT NULL"
+        ),
+        {"t": tenant_id, "c": corpus_id},
+    ).scalar_one()
     session.execute(
         text(
             "INSERT INTO entities AS x (tenant_id, corpus_id, name, normalized_name, surface_forms, label, embedding)"
@@ -369,6 +389,7 @@ def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: 
         ),
         {"t": tenant_id, "c": corpus_id},
     )
+    return int(filled)
 
 
 def link_chunks(session: Session, tenant_id: int, corpus_id: int, passage_ids: Sequence[int]) -> int:
@@ -523,6 +544,9 @@ class GraphTables:
     link_targets: np.ndarray
     link_weights: np.ndarray
     passage_hashes: list[str] = field(default_factory=list)  # content hashes, as passage_ids
+    passage_high: int = 0
+    """The highest passage id of the corpus when read (with or without a vector; 0: none): the
+    passages added after it have higher ids (:func:`load_graph_tables_appended`)."""
 
     def nbytes(self) -> int:
         """Bytes of the arrays (the vectors above all)."""
@@ -535,40 +559,39 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
     The caller should run this in a REPEATABLE READ transaction (or hold the corpus lock) so the
     statements see one version.
     """
-    version = session.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
-    if version is None:
-        raise NotFound(f"no corpus with id {corpus_id}")
+    version, passage_high = _version_and_high(session, corpus_id)
     c = {"c": corpus_id}
     prows = session.execute(
         text(
             "SELECT id, title, text, length, content_hash FROM passages WHERE corpus_id = :c"
-            " AND embedding IS NOT NULL ORDER BY content_hash"
+            f" AND embedding IS NOT NULL ORDER BY {_PASSAGE_ORDER}"
         ),
         c,
     ).all()
     pemb = copy_out_fixed(
         session,
-        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY content_hash",
+        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND embedding IS NOT NULL"
+        f" ORDER BY {_PASSAGE_ORDER}",
         [("id", "int8"), ("embedding", "vector", dim)],
         c,
     )
     erows = session.execute(
         text(
             "SELECT id, normalized_name, name FROM entities WHERE corpus_id = :c AND embedding IS NOT NULL"
-            " ORDER BY normalized_name"
+            f" ORDER BY {_ENTITY_ORDER}"
         ),
         c,
     ).all()
     eemb = copy_out_fixed(
         session,
-        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL ORDER BY normalized_name",
+        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL"
+        f" ORDER BY {_ENTITY_ORDER}",
         [("id", "int8"), ("embedding", "vector", dim)],
         c,
     )
     semb = copy_out_fixed(
         session,
-        "SELECT s.id, s.passage_id, s.embedding FROM sentences s JOIN passages p ON p.id = s.passage_id"
-        " WHERE s.corpus_id = %(c)s AND s.embedding IS NOT NULL ORDER BY p.content_hash, s.position",
+        f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} ORDER BY {_SENTENCE_ORDER}",
         [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
         c,
     )
@@ -601,7 +624,37 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
         link_targets=pl["target_id"],
         link_weights=pl["weight"],
         passage_hashes=[r[4] for r in prows],
+        passage_high=passage_high,
     )
+
+
+_PASSAGE_ORDER = 'content_hash COLLATE "C"'
+_ENTITY_ORDER = 'normalized_name COLLATE "C"'
+_SENTENCE_ORDER = 'p.content_hash COLLATE "C", s.position'
+"""The graph's content order: passages by content hash, entities by normalised name, sentences by
+their passage's hash and their position. Byte order (``COLLATE "C"``) on any server, so that a
+load merging new rows into loaded ones (:func:`load_graph_tables_appended`) puts them where a full
+load would: Python compares strings by code point, the same order as UTF-8 bytes."""
+
+_SENTENCES_FROM = (
+    "FROM sentences s JOIN passages p ON p.id = s.passage_id AND p.tenant_id = s.tenant_id"
+    " WHERE s.corpus_id = %(c)s AND s.embedding IS NOT NULL AND p.embedding IS NOT NULL"
+)
+"""The sentences a graph holds: those with a vector, of the passages it holds."""
+
+
+def _version_and_high(session: Session, corpus_id: int) -> tuple[int, int]:
+    """The corpus's version and its highest passage id (0: none), in one statement."""
+    row = session.execute(
+        text(
+            "SELECT version, (SELECT coalesce(max(id), 0) FROM passages WHERE corpus_id = :c)"
+            " FROM corpora WHERE id = :c"
+        ),
+        {"c": corpus_id},
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    return int(row[0]), int(row[1])
 
 
 _SEND = {
@@ -662,13 +715,12 @@ def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: G
     vector) is read, and the rows come in the full load's order, so the result equals a full
     load's field for field.
     """
-    version = session.execute(text("SELECT version FROM corpora WHERE id = :c"), {"c": corpus_id}).scalar()
-    if version is None:
-        raise NotFound(f"no corpus with id {corpus_id}")
+    version, passage_high = _version_and_high(session, corpus_id)
     c = {"c": corpus_id}
     p_order = session.execute(
         text(
-            "SELECT id, content_hash FROM passages WHERE corpus_id = :c AND embedding IS NOT NULL ORDER BY content_hash"
+            "SELECT id, content_hash FROM passages WHERE corpus_id = :c AND embedding IS NOT NULL"
+            f" ORDER BY {_PASSAGE_ORDER}"
         ),
         c,
     ).all()
@@ -677,14 +729,14 @@ def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: G
         "FROM entities WHERE corpus_id = :c AND embedding IS NOT NULL",
         [("id", "int8")],
         c,
-        order="normalized_name",
+        order=_ENTITY_ORDER,
     )["id"]
     s_cols = packed_columns(
         session,
-        "FROM sentences s JOIN passages p ON p.id = s.passage_id WHERE s.corpus_id = :c AND s.embedding IS NOT NULL",
+        _SENTENCES_FROM.replace("%(c)s", ":c"),
         [("s.id", "int8"), ("s.passage_id", "int8")],
         c,
-        order="p.content_hash, s.position",
+        order=_SENTENCE_ORDER,
     )
     s_order = {"id": s_cols["s.id"], "passage_id": s_cols["s.passage_id"]}
     p_ids = np.array([int(r[0]) for r in p_order], dtype=np.int64)
@@ -758,7 +810,171 @@ def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: G
         link_targets=edges["pl"]["target_id"],
         link_weights=edges["pl"]["weight"],
         passage_hashes=p_hashes,
+        passage_high=passage_high,
     )
+
+
+def load_graph_tables_appended(
+    session: Session, tenant_id: int, corpus_id: int, dim: int, known: GraphTables
+) -> GraphTables | None:
+    """The tables :func:`load_graph_tables` would read now, reading only the rows added since
+    ``known`` (an earlier load of this corpus), or None when that is not enough: the corpus is
+    not newer than ``known``, or a change since it was not an append (``corpora.rewrite_version``
+    above ``known.version``: an update, a deletion, an entity given its vector later; see
+    :func:`~livingrag.db.repositories.corpora.bump_version`). The caller then reads it another way.
+
+    Appends write under :func:`lock_corpus` and take their ids under it, so every passage added
+    after ``known`` has an id above ``known.passage_high``; its sentences and its edges (passage
+    entities, entity sentences, links) are found through it, and the new entities have ids above
+    ``known``'s highest. The new rows are read in content order and merged into ``known``'s
+    (:mod:`livingrag.sorted_merge`), so the result equals a full load's field for field (the edge
+    tables as sets: a full load reads them in no set order).
+    """
+    row = session.execute(
+        text("SELECT version, rewrite_version FROM corpora WHERE id = :c"), {"c": corpus_id}
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"no corpus with id {corpus_id}")
+    version, rewrite_version = int(row[0]), int(row[1])
+    if version <= known.version or rewrite_version > known.version:
+        return None
+    if len(known.passage_hashes) != len(known.passage_ids) or (
+        len(known.passage_ids) and int(known.passage_ids.max()) > known.passage_high
+    ):
+        return None  # tables of another shape (not from these loaders)
+    c = {"c": corpus_id, "t": tenant_id, "h": known.passage_high}
+    added = session.execute(
+        text(
+            "SELECT id, title, text, length, content_hash, embedding IS NOT NULL FROM passages"
+            f" WHERE corpus_id = :c AND id > :h ORDER BY {_PASSAGE_ORDER}"
+        ),
+        c,
+    ).all()
+    all_new = [int(r[0]) for r in added]
+    prows = [r for r in added if r[5]]
+    entity_high = int(known.entity_ids.max()) if len(known.entity_ids) else 0
+    e_new = {"c": corpus_id, "h": entity_high}
+    erows = session.execute(
+        text(
+            "SELECT id, normalized_name, name FROM entities WHERE corpus_id = :c AND id > :h"
+            f" AND embedding IS NOT NULL ORDER BY {_ENTITY_ORDER}"
+        ),
+        e_new,
+    ).all()
+    eemb: dict[str, np.ndarray] = (
+        copy_out_fixed(
+            session,
+            "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
+            f" ORDER BY {_ENTITY_ORDER}",
+            [("id", "int8"), ("embedding", "vector", dim)],
+            e_new,
+        )
+        if erows
+        else {"id": np.zeros(0, dtype=np.int64), "embedding": np.zeros((0, dim), dtype=np.float32)}
+    )
+    pemb: dict[str, np.ndarray]
+    semb: dict[str, np.ndarray]
+    if all_new:
+        pemb = copy_out_fixed(
+            session,
+            "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
+            f" ORDER BY {_PASSAGE_ORDER}",
+            [("id", "int8"), ("embedding", "vector", dim)],
+            c,
+        )
+        semb = copy_out_fixed(
+            session,
+            f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} AND p.id > %(h)s ORDER BY {_SENTENCE_ORDER}",
+            [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
+            c,
+        )
+        edges = _edges_of_passages(session, tenant_id, corpus_id, all_new)
+    else:
+        pemb = {"id": np.zeros(0, dtype=np.int64), "embedding": np.zeros((0, dim), dtype=np.float32)}
+        semb = {
+            "id": np.zeros(0, dtype=np.int64),
+            "passage_id": np.zeros(0, dtype=np.int64),
+            "embedding": np.zeros((0, dim), dtype=np.float32),
+        }
+        edges = None
+    if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
+        eemb["id"], np.array([r[0] for r in erows], dtype=np.int64)
+    ):
+        raise RuntimeError("the corpus changed while it was being loaded; load it in one snapshot")
+
+    new_hashes = [str(r[4]) for r in prows]
+    q_p = insertion_points(known.passage_hashes, new_hashes)
+    q_e = insertion_points(known.entity_keys, [str(r[1]) for r in erows])
+    # Sentences come grouped by passage in passage order: a new passage's sentences go after the
+    # known sentences of the known passages that sort before it.
+    old_s_prow = _rows_in(known.passage_ids, known.sentence_passage_ids)
+    q_of_new_passage = dict(zip(pemb["id"].tolist(), q_p.tolist(), strict=True))
+    q_s = np.searchsorted(
+        old_s_prow, np.array([q_of_new_passage[int(p)] for p in semb["passage_id"]], dtype=np.int64), side="left"
+    ).astype(np.int64)
+
+    def edge(table: str, col: str, old: np.ndarray) -> np.ndarray:
+        return old if edges is None else np.concatenate([old, edges[table][col].astype(old.dtype, copy=False)])
+
+    return GraphTables(
+        version=version,
+        passage_ids=insert_rows(known.passage_ids, q_p, pemb["id"]),
+        passage_titles=insert_items(known.passage_titles, q_p, [r[1] for r in prows]),
+        passage_texts=insert_items(known.passage_texts, q_p, [r[2] for r in prows]),
+        passage_lengths=insert_rows(known.passage_lengths, q_p, np.array([r[3] for r in prows], dtype=np.float64)),
+        passage_embeddings=insert_rows(known.passage_embeddings, q_p, pemb["embedding"]),
+        entity_ids=insert_rows(known.entity_ids, q_e, eemb["id"]),
+        entity_keys=insert_items(known.entity_keys, q_e, [r[1] for r in erows]),
+        entity_names=insert_items(known.entity_names, q_e, [r[2] for r in erows]),
+        entity_embeddings=insert_rows(known.entity_embeddings, q_e, eemb["embedding"]),
+        sentence_ids=insert_rows(known.sentence_ids, q_s, semb["id"]),
+        sentence_passage_ids=insert_rows(known.sentence_passage_ids, q_s, semb["passage_id"]),
+        sentence_embeddings=insert_rows(known.sentence_embeddings, q_s, semb["embedding"]),
+        es_entity_ids=edge("es", "entity_id", known.es_entity_ids),
+        es_sentence_ids=edge("es", "sentence_id", known.es_sentence_ids),
+        pe_passage_ids=edge("pe", "passage_id", known.pe_passage_ids),
+        pe_entity_ids=edge("pe", "entity_id", known.pe_entity_ids),
+        pe_mentions=edge("pe", "mentions", known.pe_mentions),
+        link_sources=edge("pl", "source_id", known.link_sources),
+        link_targets=edge("pl", "target_id", known.link_targets),
+        link_weights=edge("pl", "weight", known.link_weights),
+        passage_hashes=insert_items(known.passage_hashes, q_p, new_hashes),
+        passage_high=max([known.passage_high, *all_new]),
+    )
+
+
+def _edges_of_passages(
+    session: Session, tenant_id: int, corpus_id: int, passage_ids: Sequence[int]
+) -> dict[str, dict[str, np.ndarray]]:
+    """The edges that name one of ``passage_ids`` (passages added together): their entity
+    sentences (through their sentences), passage entities and links (either end), column by
+    column, as :func:`_edges` reads a whole corpus's."""
+    p = {"c": corpus_id, "t": tenant_id, "ids": list(passage_ids)}
+    es = packed_columns(
+        session,
+        "FROM entity_sentences es JOIN sentences s ON s.tenant_id = es.tenant_id AND s.id = es.sentence_id"
+        " WHERE s.tenant_id = :t AND s.passage_id = ANY(:ids) AND es.corpus_id = :c",
+        [("es.entity_id", "int8"), ("es.sentence_id", "int8")],
+        p,
+    )
+    pe = packed_columns(
+        session,
+        "FROM passage_entities WHERE tenant_id = :t AND passage_id = ANY(:ids) AND corpus_id = :c",
+        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
+        p,
+    )
+    pl = packed_columns(
+        session,
+        "FROM passage_links WHERE tenant_id = :t AND corpus_id = :c"
+        " AND (source_id = ANY(:ids) OR target_id = ANY(:ids))",
+        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
+        p,
+    )
+    return {
+        "es": {"entity_id": es["es.entity_id"], "sentence_id": es["es.sentence_id"]},
+        "pe": pe,
+        "pl": pl,
+    }
 
 
 def _rows_in(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -794,6 +1010,7 @@ __all__ = [
     "PassageRecord",
     "PassageRow",
     "SentenceRow",
+    "WrittenBatch",
     "clear_passage_graph",
     "corpus_counts",
     "delete_passages",
@@ -803,6 +1020,7 @@ __all__ = [
     "insert_passage_graph",
     "link_chunks",
     "load_graph_tables",
+    "load_graph_tables_appended",
     "load_graph_tables_since",
     "lock_corpus",
     "lock_evidence",
