@@ -160,3 +160,23 @@ def test_store_relations_name_each_databases_relations_and_skip_a_dropped_one(pg
     found = store_relations(pg_server_url, [name, "livingrag_no_such_database"])
     assert found and {d for d, _ in found} == {name}
     assert {"experiences", "experience_entities"} <= {r.relation for _, r in found}
+
+
+def test_a_failure_while_the_server_stops_is_no_warning(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    """A short command ends while the read-ahead runs: the server's stop cancels it first, so the
+    connection it loses is logged at INFO, and no buffer load follows; the same failure without a
+    stop is a warning."""
+    import logging
+
+    url = f"postgresql://nobody@/postgres?host={tmp_path}"  # no server there: every connection fails
+    with caplog.at_level(logging.INFO, logger="livingrag.db.prewarm"):
+        failing = Prewarm(url, buffers_fraction=0.5).start()
+        failing.wait(30)
+        stopped = Prewarm(url, buffers_fraction=0.5)
+        stopped.cancel()
+        stopped.start().wait(30)
+    assert failing.done and stopped.done and failing.error and stopped.error
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [lv for lv, m in levels if "prewarm failed" in m] == ["WARNING", "INFO"]
+    assert any("(the server was stopping)" in m for lv, m in levels if lv == "INFO")
+    assert stopped.buffers is None and stopped.buffers_error is None  # no load was tried

@@ -50,6 +50,8 @@ class EmbeddedServer:
         """Release this process's handle; the server stops when no live process holds one."""
         with _lock:
             _servers.pop(self.pgdata, None)
+        if self.prewarm is not None:
+            self.prewarm.cancel()  # its connections may fail now: that is this stop, not a fault
         cleanup = getattr(self._handle, "cleanup", None)
         if cleanup is not None:
             cleanup()

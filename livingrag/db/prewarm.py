@@ -129,6 +129,7 @@ class Prewarm:
     buffers: BufferLoad | None = None
     buffers_error: str | None = None
     _done: threading.Event = field(default_factory=threading.Event)
+    _cancelled: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> Prewarm:
@@ -144,6 +145,12 @@ class Prewarm:
         self._done.wait(timeout)
         return self.result
 
+    def cancel(self) -> None:
+        """The server is stopping (:meth:`EmbeddedServer.stop`): what fails from now on is that stop,
+        not a fault, so it is logged at INFO (a short command that ends while the read-ahead runs
+        must not print a warning), and no buffer load starts after the read-ahead."""
+        self._cancelled.set()
+
     @property
     def done(self) -> bool:
         """Whether the read-ahead (and the buffer load after it) has ended (done, or failed)."""
@@ -152,7 +159,7 @@ class Prewarm:
     def _run(self) -> None:
         try:
             self._read_ahead()
-            if self.error is None and self.buffers_fraction > 0:
+            if self.error is None and self.buffers_fraction > 0 and not self._cancelled.is_set():
                 self._load_buffers()
         finally:
             self._done.set()
@@ -164,7 +171,7 @@ class Prewarm:
             log.info("prewarm: read %s", self.result.as_dict())
         except Exception as exc:  # a server stopping under us, a database dropped meanwhile
             self.error = f"{type(exc).__name__}: {exc}"
-            log.warning("prewarm failed: %s", self.error)
+            self._log_failure("prewarm failed: %s", self.error)
 
     def _load_buffers(self) -> None:
         try:
@@ -172,7 +179,13 @@ class Prewarm:
             log.info("prewarm: loaded into shared buffers %s", self.buffers.as_dict())
         except Exception as exc:  # the loader not installed, the server stopping
             self.buffers_error = f"{type(exc).__name__}: {exc}"
-            log.warning("prewarm: nothing loaded into shared buffers: %s", self.buffers_error)
+            self._log_failure("prewarm: nothing loaded into shared buffers: %s", self.buffers_error)
+
+    def _log_failure(self, message: str, error: str) -> None:
+        if self._cancelled.is_set():
+            log.info(message + " (the server was stopping)", error)
+        else:
+            log.warning(message, error)
 
     def report(self) -> dict[str, object]:
         """What the read-ahead and the buffer load did, JSON-ready."""
