@@ -531,8 +531,17 @@ class APISettings(_Group):
     graph_refresh_in_background: bool = Field(
         default=True,
         description="When a question finds its corpus changed, answer it from the graph version already loaded "
-        "and load the new one on a thread of its own (passage adds, updates and deletions still answer only "
-        "once their change is loaded: read your writes). Off: the first question after a change loads it.",
+        "and load the new one on a thread of its own (passage updates and deletions still answer only once their "
+        "change is loaded: read your writes; adds as api.add_waits_for_graph says). Off: the first question after "
+        "a change loads it.",
+    )
+    add_waits_for_graph: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Whether a passage add answers only once this worker's graph holds it (read your writes on "
+        "this worker): always; never (the answer returns at commit and the worker loads the change on a thread of "
+        "its own; a client that must see it passes the returned version as min_corpus_version in /v1/ask); auto: "
+        "always with one worker, never with `serve --workers N` (N > 1), where a client's next request may reach "
+        "another worker, so the wait guaranteed nothing. Updates and deletions always wait.",
     )
     graph_check_interval_s: float = Field(
         default=0.0,

@@ -161,3 +161,49 @@ def test_the_service_loads_newer_graphs_in_the_background_only_while_it_runs(db:
     with app_client(db, settings):
         assert cache.background_refresh is False and cache.check_interval_s == 0.5
     assert cache.check_interval_s == 0.0
+
+
+def test_an_add_that_does_not_wait_for_the_graph_is_seen_by_min_corpus_version(db: Database, database_url: str) -> None:
+    """``api.add_waits_for_graph=never``: the add answers at commit (no ``graph`` stage), this
+    worker loads the change on a thread of its own, and a question that passes the add's version
+    as ``min_corpus_version`` is answered from a graph that holds it."""
+    with (
+        OpenAICompatServer() as llm,
+        app_client(db, api_settings(database_url, llm.base_url, api={"add_waits_for_graph": "never"})) as client,
+    ):
+        with db.owner_session() as s:
+            tid, key = (lambda r: (r[0].id, r[1]))(tenants.create_tenant(s, f"nowait-{uuid.uuid4().hex[:8]}"))
+        cid = seed_corpus(client, key, docs=CORPUS[:3])
+        r = client.post("/v1/ask", json={"question": CORPUS[0]["text"][:60], "corpus": cid}, headers=auth(key))
+        assert r.status_code == 200, r.text  # the corpus graph is cached now
+        text_ = "Quillmoor Abbey stands on the island of Tarrow in the Vell estuary."
+        r = client.post(f"/v1/corpora/{cid}/passages", json={"passages": [{"text": text_}]}, headers=auth(key))
+        assert r.status_code == 201, r.text
+        assert "graph" not in parse_server_timing(r.headers["server-timing"])
+        version, pid = r.json()["version"], r.json()["passage_ids"][0]
+        r = client.post(
+            "/v1/ask",
+            json={"question": "Where does Quillmoor Abbey stand?", "corpus": cid, "min_corpus_version": version},
+            headers=auth(key),
+        )
+        assert r.status_code == 200, r.text
+        assert pid in [p["id"] for p in r.json()["passages"]]
+        deadline = time.monotonic() + 20  # and the worker's own load gets there too
+        while shared_graph_cache()._graphs[(tid, cid)].version < version:
+            assert time.monotonic() < deadline, "the background load did not reach the add's version"
+            time.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("mode", "several_workers", "waits"),
+    [("auto", False, True), ("auto", True, False), ("always", True, True), ("never", False, False)],
+)
+def test_auto_waits_for_the_graph_only_with_one_worker(mode: str, several_workers: bool, waits: bool) -> None:
+    from types import SimpleNamespace
+
+    from livingrag.api.routes.passages import _add_waits_for_graph
+
+    svc = SimpleNamespace(
+        settings=SimpleNamespace(api=SimpleNamespace(add_waits_for_graph=mode)), several_workers=several_workers
+    )
+    assert _add_waits_for_graph(svc) is waits  # type: ignore[arg-type]

@@ -807,3 +807,27 @@ def test_empty_and_entity_less_corpora_load_and_rank(db: Database, tenant: int) 
     g = load_graph(db, tenant, c.id, 16)
     assert g.n_passages == 1 and g.n_entities == 0 and bool(g.dangling.all())
     assert rank_passages(g, q, {}, RetrievalParams()).passages.tolist() == [0]
+
+
+def test_load_in_background_reaches_the_highest_version_asked_with_one_thread(db: Database, tenant: int) -> None:
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    cache = GraphCache()
+    assert cache.load_in_background(db, tenant, c.id, 16, 99) is False  # not cached: its next question loads it
+    g1 = cache.get(db, tenant, c.id, 16)
+    assert cache.load_in_background(db, tenant, c.id, 16, g1.version) is False  # holds it already
+    idx.index_documents(_docs(CORPUS[3:5]))
+    v2 = corpora.version_read(db, tenant, c.id)
+    idx.index_documents(_docs(CORPUS[5:]))
+    v3 = corpora.version_read(db, tenant, c.id)
+    assert v2 is not None and v3 is not None and v3 > v2 > g1.version
+    loading = cache._loading.setdefault((tenant, c.id), threading.Lock())
+    with loading:  # hold the corpus's load, so the thread started next is still waiting for it
+        assert cache.load_in_background(db, tenant, c.id, 16, v2) is True
+        assert cache.load_in_background(db, tenant, c.id, 16, v3) is False  # the running thread takes it on
+    deadline = time.monotonic() + 20
+    while cache._graphs[(tenant, c.id)].version < v3 or (tenant, c.id) in cache._refreshers:
+        assert time.monotonic() < deadline, "the background load did not reach the last version asked"
+        time.sleep(0.02)
+    _same_graph(cache.get(db, tenant, c.id, 16), load_graph(db, tenant, c.id, 16))

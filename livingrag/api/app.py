@@ -129,6 +129,7 @@ def create_app(
                 max_pending=settings.api.max_pending_jobs, tenant_max_pending=settings.api.tenant_max_pending_jobs
             ),
             **_limits(settings, table),
+            several_workers=table is not None,
         )
         app.state.services = svc
         # questions are answered from the previous graph version while the next one loads on a

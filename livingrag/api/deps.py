@@ -52,6 +52,9 @@ class Services:
     add_queue: AddQueue = field(default_factory=AddQueue)
     models_loaded: threading.Event = field(default_factory=threading.Event)
     models_error: str | None = None
+    several_workers: bool = False
+    """This process is one of the workers of ``serve --workers N`` (N > 1), which share the limits:
+    a client's next request may reach another worker (``api.add_waits_for_graph=auto``)."""
 
 
 def services(request: Request) -> Services:

@@ -202,6 +202,8 @@ class GraphCache:
         self._checked: dict[tuple[int, int], float] = {}
         self._lock = threading.RLock()
         self._loading: dict[tuple[int, int], threading.Lock] = {}
+        self._wanted: dict[tuple[int, int], int] = {}
+        self._refreshers: set[tuple[int, int]] = set()
         self.evictions = 0
         self.stale_hits = 0
         """Calls answered from the previous version while a newer one was loading."""
@@ -275,6 +277,44 @@ class GraphCache:
             loading.release()
         with loading:
             return self._load(db, key, dim, version, source, now)
+
+    def load_in_background(self, db: Database, tenant_id: int, corpus_id: int, dim: int, version: int) -> bool:
+        """Have the cached graph of the corpus reach ``version`` soon, without waiting for it: one
+        thread per corpus at most loads until the cache holds the highest version asked for
+        meanwhile (a burst of changes costs one load after another, not one thread each). Nothing
+        happens when the corpus is not cached (its next question loads it) or already holds
+        ``version``; returns whether a thread was started. A failed load is logged and ends the
+        thread; the next question tries again."""
+        key = (tenant_id, corpus_id)
+        with self._lock:
+            graph = self._graphs.get(key)
+            if graph is None or graph.version >= version:
+                return False
+            self._wanted[key] = max(self._wanted.get(key, 0), version)
+            if key in self._refreshers:
+                return False
+            self._refreshers.add(key)
+        threading.Thread(
+            target=self._refresh_until_wanted, args=(db, key, dim), name=f"graph-refresh-{corpus_id}", daemon=True
+        ).start()
+        return True
+
+    def _refresh_until_wanted(self, db: Database, key: tuple[int, int], dim: int) -> None:
+        try:
+            while True:
+                with self._lock:
+                    graph, want = self._graphs.get(key), self._wanted.get(key, 0)
+                    if graph is None or graph.version >= want:
+                        return
+                got = self.get(db, key[0], key[1], dim, min_version=want)
+                if got.version < want:  # the corpus went back (dropped and made again): nothing to wait for
+                    return
+        except Exception as exc:
+            log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
+        finally:
+            with self._lock:
+                self._refreshers.discard(key)
+                self._wanted.pop(key, None)
 
     def _load_holding(
         self,

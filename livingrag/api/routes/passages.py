@@ -10,8 +10,12 @@ would take the corpus past ``api.max_passages_per_corpus`` is refused whole (409
 
 Concurrent passage adds of one corpus are committed together (:mod:`livingrag.api.add_queue`):
 the adds that arrive while the corpus is being changed are indexed in one run when it is free.
-A change answers once this replica's graph cache holds it (read your writes); while a newer graph
-loads, questions are answered from the previous one instead of waiting.
+An update or deletion answers once this worker's graph cache holds it (read your writes); so does
+an add with ``api.add_waits_for_graph`` "always", or "auto" in a process that is the only worker.
+Otherwise an add answers at commit and this worker loads it on a thread of its own
+(:meth:`GraphCache.load_in_background`); a client that must see it passes the returned
+``version`` as ``min_corpus_version``. While a newer graph loads, questions are answered from the
+previous one instead of waiting.
 """
 
 from __future__ import annotations
@@ -123,10 +127,12 @@ def add_passages(
             {"Retry-After": "1"},
         ) from None
     timings = dict(out.timings_ms)
-    if out.indexed:  # read your writes: this replica's questions see the change once we answer
+    if out.indexed and _add_waits_for_graph(svc):  # read your writes: this worker's questions see it
         t = time.perf_counter()
         _load_graph(svc, tid, info)
         timings["graph"] = round((time.perf_counter() - t) * 1000.0, 1)
+    elif out.indexed:  # this worker's questions see it once loaded; min_corpus_version=version waits for it
+        shared_graph_cache().load_in_background(svc.db, tid, info.id, info.embedding_dim, out.version)
     response.headers["Server-Timing"] = server_timing(timings)
     fields = asdict(out)
     fields.pop("timings_ms")
@@ -136,6 +142,12 @@ def add_passages(
 def server_timing(timings_ms: dict[str, float]) -> str:
     """A ``Server-Timing`` header value: ``name;dur=ms`` for each stage, comma-separated."""
     return ", ".join(f"{name};dur={ms:g}" for name, ms in timings_ms.items())
+
+
+def _add_waits_for_graph(svc: Services) -> bool:
+    """``api.add_waits_for_graph``: auto waits only when this process is the only worker."""
+    mode = svc.settings.api.add_waits_for_graph
+    return mode == "always" or (mode == "auto" and not svc.several_workers)
 
 
 def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
