@@ -861,42 +861,28 @@ def load_graph_tables_appended(
         ),
         e_new,
     ).all()
-    eemb: dict[str, np.ndarray] = (
-        copy_out_fixed(
-            session,
-            "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
-            f" ORDER BY {_ENTITY_ORDER}",
-            [("id", "int8"), ("embedding", "vector", dim)],
-            e_new,
-        )
-        if erows
-        else {"id": np.zeros(0, dtype=np.int64), "embedding": np.zeros((0, dim), dtype=np.float32)}
+    # Each read below costs one round trip even when it finds nothing (an add without new entities).
+    eemb = copy_out_fixed(
+        session,
+        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
+        f" ORDER BY {_ENTITY_ORDER}",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        e_new,
     )
-    pemb: dict[str, np.ndarray]
-    semb: dict[str, np.ndarray]
-    if all_new:
-        pemb = copy_out_fixed(
-            session,
-            "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
-            f" ORDER BY {_PASSAGE_ORDER}",
-            [("id", "int8"), ("embedding", "vector", dim)],
-            c,
-        )
-        semb = copy_out_fixed(
-            session,
-            f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} AND p.id > %(h)s ORDER BY {_SENTENCE_ORDER}",
-            [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
-            c,
-        )
-        edges = _edges_of_passages(session, tenant_id, corpus_id, all_new)
-    else:
-        pemb = {"id": np.zeros(0, dtype=np.int64), "embedding": np.zeros((0, dim), dtype=np.float32)}
-        semb = {
-            "id": np.zeros(0, dtype=np.int64),
-            "passage_id": np.zeros(0, dtype=np.int64),
-            "embedding": np.zeros((0, dim), dtype=np.float32),
-        }
-        edges = None
+    pemb = copy_out_fixed(
+        session,
+        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
+        f" ORDER BY {_PASSAGE_ORDER}",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        c,
+    )
+    semb = copy_out_fixed(
+        session,
+        f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} AND p.id > %(h)s ORDER BY {_SENTENCE_ORDER}",
+        [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
+        c,
+    )
+    edges = _edges_of_passages(session, tenant_id, corpus_id, all_new)
     if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
         eemb["id"], np.array([r[0] for r in erows], dtype=np.int64)
     ):
@@ -914,7 +900,8 @@ def load_graph_tables_appended(
     ).astype(np.int64)
 
     def edge(table: str, col: str, old: np.ndarray) -> np.ndarray:
-        return old if edges is None else np.concatenate([old, edges[table][col].astype(old.dtype, copy=False)])
+        new = edges[table][col]
+        return old if len(new) == 0 else np.concatenate([old, new.astype(old.dtype, copy=False)])
 
     return GraphTables(
         version=version,
