@@ -831,3 +831,55 @@ def test_load_in_background_reaches_the_highest_version_asked_with_one_thread(db
         assert time.monotonic() < deadline, "the background load did not reach the last version asked"
         time.sleep(0.02)
     _same_graph(cache.get(db, tenant, c.id, 16), load_graph(db, tenant, c.id, 16))
+
+
+def test_appended_loads_racing_concurrent_adds_equal_a_full_load_of_their_snapshot(db: Database, tenant: int) -> None:
+    """Two writers add passages to one corpus (their batches serialised by the corpus lock, ids
+    taken under it) while a reader keeps appending to the tables it holds: every appended load
+    equals a full load read in the same snapshot, so no add committed meanwhile is missed or read
+    twice."""
+    c = _corpus(db, tenant)
+    _indexer(db, tenant, c).index_documents(_docs(CORPUS[:2]))
+    tables = _full(db, tenant, c.id)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            idx = _indexer(db, tenant, c, batch_size=2)
+            for i in range(8):
+                words = f"Racer{w}x{i} met Pilot{w}y{i} in Harbor{w}z{i}. Pilot{w}y{i} sailed to Brevik."
+                idx.index_documents([Document(f"Race {w}-{i}", words), Document(f"Also {w}-{i}", words + " Again.")])
+        except BaseException as exc:
+            errors.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for t in writers:
+        t.start()
+    appended, running = 0, True
+    while running:
+        running = any(t.is_alive() for t in writers)  # one more load after the writers are done
+        with db.tenant_session(tenant) as s:
+            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            got = repo.load_graph_tables_appended(s, tenant, c.id, 16, tables)
+            full = repo.load_graph_tables(s, c.id, 16) if got is not None else None  # the same snapshot
+        if got is None or full is None:
+            time.sleep(0.005)
+            continue
+        _same_tables(got, full)
+        tables, appended = got, appended + 1
+    for t in writers:
+        t.join(60)
+    assert not errors, errors
+    assert appended >= 2
+    _same_tables(tables, _full(db, tenant, c.id))  # the last load holds every add
+    assert len(tables.passage_ids) == 2 + 2 * 8 * 2
+
+
+def test_an_empty_corpus_appends_its_first_passages(db: Database, tenant: int) -> None:
+    c = _corpus(db, tenant)
+    tables = _full(db, tenant, c.id)
+    assert len(tables.passage_ids) == 0 and tables.passage_high == 0
+    _indexer(db, tenant, c).index_documents(_docs(CORPUS[:3]))
+    got = _appended(db, tenant, c.id, tables)
+    assert got is not None
+    _same_tables(got, _full(db, tenant, c.id))
