@@ -883,3 +883,32 @@ def test_an_empty_corpus_appends_its_first_passages(db: Database, tenant: int) -
     got = _appended(db, tenant, c.id, tables)
     assert got is not None
     _same_tables(got, _full(db, tenant, c.id))
+
+
+def test_a_background_load_that_fails_ends_its_thread_and_the_next_one_starts_again(
+    db: Database, tenant: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = _corpus(db, tenant)
+    idx = _indexer(db, tenant, c)
+    idx.index_documents(_docs(CORPUS[:3]))
+    cache = GraphCache()
+    g1 = cache.get(db, tenant, c.id, 16)
+    idx.index_documents(_docs(CORPUS[3:]))
+    v = corpora.version_read(db, tenant, c.id)
+    assert v is not None and v > g1.version
+
+    def broken(*a: object, **k: object) -> None:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(cache, "get", broken)
+    assert cache.load_in_background(db, tenant, c.id, 16, v) is True
+    deadline = time.monotonic() + 20
+    while (tenant, c.id) in cache._refreshers:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert "database went away" in caplog.text and cache._graphs[(tenant, c.id)].version == g1.version
+    monkeypatch.undo()
+    assert cache.load_in_background(db, tenant, c.id, 16, v) is True  # asked again: a new thread
+    while cache._graphs[(tenant, c.id)].version < v:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)

@@ -300,21 +300,26 @@ class GraphCache:
         return True
 
     def _refresh_until_wanted(self, db: Database, key: tuple[int, int], dim: int) -> None:
-        try:
-            while True:
-                with self._lock:
-                    graph, want = self._graphs.get(key), self._wanted.get(key, 0)
-                    if graph is None or graph.version >= want:
-                        return
-                got = self.get(db, key[0], key[1], dim, min_version=want)
-                if got.version < want:  # the corpus went back (dropped and made again): nothing to wait for
+        while True:
+            with self._lock:  # decided and cleared under one hold: a version asked meanwhile is not lost
+                graph, want = self._graphs.get(key), self._wanted.get(key, 0)
+                if graph is None or graph.version >= want:
+                    self._stop_refresh(key)
                     return
-        except Exception as exc:
-            log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
-        finally:
-            with self._lock:
-                self._refreshers.discard(key)
-                self._wanted.pop(key, None)
+            try:
+                got = self.get(db, key[0], key[1], dim, min_version=want)
+            except Exception as exc:
+                log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
+                got = None
+            if got is None or got.version < want:  # failed, or the corpus went back (dropped and made again)
+                with self._lock:
+                    self._stop_refresh(key)
+                return
+
+    def _stop_refresh(self, key: tuple[int, int]) -> None:
+        """(Under the cache's lock.) No refresh thread runs for ``key`` any more."""
+        self._refreshers.discard(key)
+        self._wanted.pop(key, None)
 
     def _load_holding(
         self,
