@@ -912,3 +912,27 @@ def test_a_background_load_that_fails_ends_its_thread_and_the_next_one_starts_ag
     while cache._graphs[(tenant, c.id)].version < v:
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_link_chunks_links_a_passage_to_its_stored_neighbours_on_both_sides(db: Database, tenant: int) -> None:
+    """A chunk linked after its neighbours were stored (the next one and the previous one, both
+    found through an index), links of another document untouched, none stored twice."""
+    c = _corpus(db, tenant)
+    vec = np.ones(16, dtype=np.float32)
+
+    def rows(doc: str, chunks: list[int]) -> repo.GraphBatch:
+        ps = [repo.PassageRow(f"{doc}{k}", f"{doc} chunk {k}.", f"h{doc}{k}", 9, 3, doc, k, None, vec) for k in chunks]
+        return repo.GraphBatch(passages=ps, sentences=[], entities=[], entity_sentences=[], passage_entities=[])
+
+    with db.tenant_session(tenant) as s:
+        repo.lock_corpus(s, c.id)
+        p0, p2 = repo.write_batch(s, tenant, c.id, rows("d", [0, 2])).passage_ids
+        (e0, e1) = repo.write_batch(s, tenant, c.id, rows("e", [0, 1])).passage_ids
+        (p1,) = repo.write_batch(s, tenant, c.id, rows("d", [1])).passage_ids
+        assert repo.link_chunks(s, tenant, c.id, [p1]) == 2  # (d0, d1) and (d1, d2)
+        assert repo.link_chunks(s, tenant, c.id, [p0, p1, p2]) == 0  # already there
+        assert repo.link_chunks(s, tenant, c.id, [e1]) == 1  # (e0, e1)
+        links = s.execute(
+            text("SELECT source_id, target_id FROM passage_links WHERE corpus_id = :c ORDER BY 1, 2"), {"c": c.id}
+        ).all()
+    assert sorted(tuple(r) for r in links) == sorted([(p0, p1), (p1, p2), (e0, e1)])

@@ -201,6 +201,7 @@ class Entity(Base):
         _in_corpus(),
         UniqueConstraint("tenant_id", "corpus_id", "normalized_name", name="uq_entities_corpus_normalized"),
         Index("ix_entities_corpus_id", "corpus_id", "id"),  # migration 0009
+        Index("ix_entities_without_vector", "corpus_id", postgresql_where=text("embedding IS NULL")),  # 0010
     )
     id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()

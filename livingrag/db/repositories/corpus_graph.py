@@ -229,8 +229,12 @@ def _allocate_ids(session: Session, table: str, n: int) -> list[int]:
 
 
 def _temp(session: Session, name: str, columns: str) -> None:
-    session.execute(text(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DROP"))
-    session.execute(text(f"TRUNCATE {name}"))
+    """An empty staging table ``name`` for this transaction's COPY. It is made once per database
+    connection and emptied at each commit (``ON COMMIT DELETE ROWS``): creating and dropping five
+    tables in every indexing transaction cost about 9 ms of a 5-passage add, and catalog rows for
+    autovacuum. The ``DELETE`` empties it if this transaction used it before (cheap when empty)."""
+    session.execute(text(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS"))
+    session.execute(text(f"DELETE FROM {name}"))
 
 
 _PASSAGE_COPY_COLS = (
@@ -393,7 +397,11 @@ def upsert_entities(session: Session, tenant_id: int, corpus_id: int, entities: 
 
 
 def link_chunks(session: Session, tenant_id: int, corpus_id: int, passage_ids: Sequence[int]) -> int:
-    """Link each of ``passage_ids`` with the previous and next chunk of its document, where stored."""
+    """Link each of ``passage_ids`` with the previous and next chunk of its document, where stored.
+
+    The next chunks and the previous ones are found in two index look-ups from the given passages
+    (``ix_passages_corpus_id``, then ``ix_passages_corpus_doc``); one join with ``a.id = ANY(:p) OR
+    b.id = ANY(:p)`` joined every chunked passage of the corpus (10 ms of an add on 2Wiki's)."""
     if not passage_ids:
         return 0
     res = session.execute(
@@ -401,7 +409,11 @@ def link_chunks(session: Session, tenant_id: int, corpus_id: int, passage_ids: S
             "INSERT INTO passage_links (source_id, target_id, tenant_id, corpus_id, weight)"
             " SELECT a.id, b.id, :t, :c, 1.0 FROM passages a JOIN passages b"
             "   ON b.corpus_id = a.corpus_id AND b.doc_key = a.doc_key AND b.chunk_index = a.chunk_index + 1"
-            " WHERE a.corpus_id = :c AND a.doc_key IS NOT NULL AND (a.id = ANY(:p) OR b.id = ANY(:p))"
+            " WHERE a.corpus_id = :c AND a.id = ANY(:p) AND a.doc_key IS NOT NULL"
+            " UNION"
+            " SELECT a.id, b.id, :t, :c, 1.0 FROM passages b JOIN passages a"
+            "   ON a.corpus_id = b.corpus_id AND a.doc_key = b.doc_key AND a.chunk_index = b.chunk_index - 1"
+            " WHERE b.corpus_id = :c AND b.id = ANY(:p) AND b.doc_key IS NOT NULL"
             " ON CONFLICT DO NOTHING"
         ),
         {"t": tenant_id, "c": corpus_id, "p": list(passage_ids)},
