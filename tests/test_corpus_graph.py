@@ -897,10 +897,12 @@ def test_a_background_load_that_fails_ends_its_thread_and_the_next_one_starts_ag
     v = corpora.version_read(db, tenant, c.id)
     assert v is not None and v > g1.version
 
+    from livingrag.corpus import matrices
+
     def broken(*a: object, **k: object) -> None:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(cache, "get", broken)
+    monkeypatch.setattr(matrices, "load_graph_and_tables", broken)
     assert cache.load_in_background(db, tenant, c.id, 16, v) is True
     deadline = time.monotonic() + 20
     while (tenant, c.id) in cache._refreshers:

@@ -259,20 +259,15 @@ class GraphCache:
         # Loaded outside the cache's lock: one corpus loading never holds up another's requests;
         # requests for the same corpus wait for the one load, unless the previous graph will do.
         if graph is not None and version is not None and (min_version is None or graph.version >= min_version):
+            if self.background_refresh and min_version is None:
+                started = self.load_in_background(db, tenant_id, corpus_id, dim, version)
+                with self._lock:
+                    self.stale_hits += 1
+                    self.background_loads += int(started)
+                return graph
             if not loading.acquire(blocking=False):
                 with self._lock:
                     self.stale_hits += 1
-                return graph
-            if self.background_refresh and min_version is None:
-                with self._lock:
-                    self.stale_hits += 1
-                    self.background_loads += 1
-                threading.Thread(
-                    target=self._load_holding,
-                    args=(loading, db, key, dim, version, source, now),
-                    name=f"graph-load-{corpus_id}",
-                    daemon=True,
-                ).start()
                 return graph
             loading.release()
         with loading:
@@ -284,10 +279,11 @@ class GraphCache:
         meanwhile (a burst of changes costs one load after another, not one thread each). Nothing
         happens when the corpus is not cached (its next question loads it) or already holds
         ``version``; returns whether a thread was started. A failed load is logged and ends the
-        thread; the next question tries again."""
+        thread; the next question tries again. With ``background_refresh``, a question that finds a
+        newer version asks for it here too."""
         key = (tenant_id, corpus_id)
         with self._lock:
-            graph = self._graphs.get(key)
+            graph = self._cached(key, _source_of(db))
             if graph is None or graph.version >= version:
                 return False
             self._wanted[key] = max(self._wanted.get(key, 0), version)
@@ -300,14 +296,20 @@ class GraphCache:
         return True
 
     def _refresh_until_wanted(self, db: Database, key: tuple[int, int], dim: int) -> None:
+        """The thread of :meth:`load_in_background`: load the highest version asked for, under the
+        corpus's loading lock (a writer or another load waits for it, or it for them), until the
+        cache holds it."""
+        source = _source_of(db)
         while True:
             with self._lock:  # decided and cleared under one hold: a version asked meanwhile is not lost
-                graph, want = self._graphs.get(key), self._wanted.get(key, 0)
+                graph, want = self._cached(key, source), self._wanted.get(key, 0)
                 if graph is None or graph.version >= want:
                     self._stop_refresh(key)
                     return
+                loading = self._loading.setdefault(key, threading.Lock())
             try:
-                got = self.get(db, key[0], key[1], dim, min_version=want)
+                with loading:
+                    got: CorpusGraph | None = self._load(db, key, dim, want, source, time.monotonic())
             except Exception as exc:
                 log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
                 got = None
@@ -320,25 +322,6 @@ class GraphCache:
         """(Under the cache's lock.) No refresh thread runs for ``key`` any more."""
         self._refreshers.discard(key)
         self._wanted.pop(key, None)
-
-    def _load_holding(
-        self,
-        loading: threading.Lock,
-        db: Database,
-        key: tuple[int, int],
-        dim: int,
-        version: int,
-        source: str,
-        now: float,
-    ) -> None:
-        """:meth:`_load` on a thread of its own, then release ``loading`` (acquired by the caller
-        that started the thread); a failure is logged, and the next call tries again."""
-        try:
-            self._load(db, key, dim, version, source, now)
-        except Exception as exc:
-            log.warning("graph cache: loading corpus %s of tenant %s failed: %s", key[1], key[0], exc)
-        finally:
-            loading.release()
 
     def _load(
         self, db: Database, key: tuple[int, int], dim: int, version: int | None, source: str, now: float
