@@ -1,6 +1,8 @@
-"""Merging new items into an ordered sequence without sorting it again (a pure module: numpy
-only). The corpus graph's rows are kept in content order; a load after passages were added merges
-the new rows into the rows it holds (:func:`livingrag.db.repositories.corpus_graph.load_graph_tables_appended`).
+"""The corpus graph's rows (a pure module: numpy only): merging new items into an ordered sequence
+without sorting it again, and finding the rows of ids. The rows are kept in content order; a load
+after passages were added merges the new rows into the rows it holds
+(:func:`livingrag.db.repositories.corpus_graph.load_graph_tables_appended`), and the graph is built
+by looking its edges' ids up (:func:`livingrag.corpus.matrices.graph_from_tables`).
 """
 
 from __future__ import annotations
@@ -96,4 +98,43 @@ def insert_rows(old: np.ndarray, q: np.ndarray, new: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["insert_items", "insert_rows", "insertion_points", "merged_positions"]
+class IdRows:
+    """The row of each id of ``ids`` (unique), looked up many times: a dense table over the ids'
+    span when it is at most a few times their number (a corpus's ids mostly are: one sequence),
+    else a sorted copy searched with ``searchsorted``."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = np.asarray(ids, dtype=np.int64)
+        n = len(self.ids)
+        self.lo = int(self.ids.min()) if n else 0
+        span = int(self.ids.max()) - self.lo + 1 if n else 0
+        self.table: np.ndarray | None = None
+        if n and span <= 4 * n + 65_536:
+            self.table = np.full(span, -1, dtype=np.int64)
+            self.table[self.ids - self.lo] = np.arange(n, dtype=np.int64)
+        elif n:
+            self.order = np.argsort(self.ids, kind="stable")
+            self.sorted = self.ids[self.order]
+
+    def find(self, wanted: np.ndarray) -> np.ndarray:
+        """Row of each wanted id, -1 where it is not among ``ids``."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.full(len(wanted), -1, dtype=np.int64)
+        if self.table is not None:
+            at = wanted - self.lo
+            inside = (at >= 0) & (at < len(self.table))
+            rows = np.full(len(wanted), -1, dtype=np.int64)
+            rows[inside] = self.table[at[inside]]
+            return rows
+        pos = np.searchsorted(self.sorted, wanted).clip(0, len(self.ids) - 1)
+        return np.where(self.sorted[pos] == wanted, self.order[pos], -1).astype(np.int64)
+
+    def rows(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each wanted id (0 where absent) and a mask of the wanted ids that are present."""
+        rows = self.find(wanted)
+        ok = rows >= 0
+        return np.where(ok, rows, 0), ok
+
+
+__all__ = ["IdRows", "insert_items", "insert_rows", "insertion_points", "merged_positions"]

@@ -26,6 +26,7 @@ from livingrag.db.repositories.corpus_graph import (
     load_graph_tables_since,
 )
 from livingrag.retrieval.graph import CorpusGraph
+from livingrag.sorted_merge import IdRows
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
@@ -33,49 +34,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _IdRows:
-    """The row of each id of ``ids`` (unique), looked up many times: a dense table over the ids'
-    span when it is at most a few times their number (a corpus's ids mostly are: one sequence),
-    else a sorted copy searched with ``searchsorted``."""
-
-    def __init__(self, ids: np.ndarray) -> None:
-        self.ids = np.asarray(ids, dtype=np.int64)
-        n = len(self.ids)
-        self.lo = int(self.ids.min()) if n else 0
-        span = int(self.ids.max()) - self.lo + 1 if n else 0
-        self.table: np.ndarray | None = None
-        if n and span <= 4 * n + 65_536:
-            self.table = np.full(span, -1, dtype=np.int64)
-            self.table[self.ids - self.lo] = np.arange(n, dtype=np.int64)
-        elif n:
-            self.order = np.argsort(self.ids, kind="stable")
-            self.sorted = self.ids[self.order]
-
-    def rows(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row of each wanted id (0 where absent) and a mask of the wanted ids that are present."""
-        wanted = np.asarray(wanted, dtype=np.int64)
-        if len(self.ids) == 0:
-            return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-        if self.table is not None:
-            at = wanted - self.lo
-            inside = (at >= 0) & (at < len(self.table))
-            rows = np.full(len(wanted), -1, dtype=np.int64)
-            rows[inside] = self.table[at[inside]]
-        else:
-            pos = np.searchsorted(self.sorted, wanted).clip(0, len(self.ids) - 1)
-            rows = np.where(self.sorted[pos] == wanted, self.order[pos], -1)
-        ok = rows >= 0
-        return np.where(ok, rows, 0), ok
-
-
 def graph_from_tables(corpus_id: int, t: GraphTables) -> CorpusGraph:
     """Assemble the in-memory graph from bulk-loaded tables (ids -> content-ordered rows)."""
-    passages, entities = _IdRows(t.passage_ids), _IdRows(t.entity_ids)
+    passages, entities = IdRows(t.passage_ids), IdRows(t.entity_ids)
     s_prow, s_ok = passages.rows(t.sentence_passage_ids)
     s_keep = np.flatnonzero(s_ok)
     sentence_ids = t.sentence_ids[s_keep]
     e_rows, e_ok = entities.rows(t.es_entity_ids)
-    s_rows, s_ok2 = _IdRows(sentence_ids).rows(t.es_sentence_ids)
+    s_rows, s_ok2 = IdRows(sentence_ids).rows(t.es_sentence_ids)
     es_keep = e_ok & s_ok2
     pe_p, pe_pok = passages.rows(t.pe_passage_ids)
     pe_e, pe_eok = entities.rows(t.pe_entity_ids)

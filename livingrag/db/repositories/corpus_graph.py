@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from livingrag.db.copy_binary import copy_in, copy_out_fixed
 from livingrag.db.repositories.rows import rowcount
 from livingrag.errors import NotFound
-from livingrag.sorted_merge import insert_items, insert_rows, insertion_points
+from livingrag.sorted_merge import IdRows, insert_items, insert_rows, insertion_points
 
 _LOCK_BASE = 0x4C52_4700_0000_0000  # "LRG" in the high bytes; the corpus id in the low ones
 _EVIDENCE_LOCK_BASE = 0x4C52_4500_0000_0000  # "LRE": the passages experiences may cite
@@ -755,9 +755,9 @@ def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: G
     p_hashes = [str(r[1]) for r in p_order]
     known_hash = dict(zip((int(i) for i in known.passage_ids), known.passage_hashes, strict=True))
     rewritten = np.array([known_hash.get(int(i)) != h for i, h in zip(p_ids, p_hashes, strict=True)], dtype=bool)
-    p_old = np.where(rewritten, -1, _rows_in(known.passage_ids, p_ids))
-    e_old = _rows_in(known.entity_ids, e_ids)
-    s_old = _rows_in(known.sentence_ids, s_order["id"])
+    p_old = np.where(rewritten, -1, IdRows(known.passage_ids).find(p_ids))
+    e_old = IdRows(known.entity_ids).find(e_ids)
+    s_old = IdRows(known.sentence_ids).find(s_order["id"])
     if rewritten.any():  # a rewritten passage's sentences are read again
         s_old[np.isin(s_order["passage_id"], p_ids[rewritten])] = -1
     new_p = [int(i) for i in p_ids[p_old < 0]]
@@ -905,7 +905,7 @@ def load_graph_tables_appended(
     q_e = insertion_points(known.entity_keys, [str(r[1]) for r in erows])
     # Sentences come grouped by passage in passage order: a new passage's sentences go after the
     # known sentences of the known passages that sort before it.
-    old_s_prow = _rows_in(known.passage_ids, known.sentence_passage_ids)
+    old_s_prow = IdRows(known.passage_ids).find(known.sentence_passage_ids)
     q_of_new_passage = dict(zip(pemb["id"].tolist(), q_p.tolist(), strict=True))
     q_s = np.searchsorted(
         old_s_prow, np.array([q_of_new_passage[int(p)] for p in semb["passage_id"]], dtype=np.int64), side="left"
@@ -974,17 +974,6 @@ def _edges_of_passages(
         "pe": pe,
         "pl": pl,
     }
-
-
-def _rows_in(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """For each of ``ids``, its row in ``known_ids`` (-1 where it is not there)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    if len(known_ids) == 0:
-        return np.full(len(ids), -1, dtype=np.int64)
-    order = np.argsort(known_ids, kind="stable")
-    at = np.searchsorted(known_ids[order], ids).clip(0, len(known_ids) - 1)
-    rows = order[at]
-    return np.where(known_ids[rows] == ids, rows, -1).astype(np.int64)
 
 
 def _vectors_by_id(session: Session, table: str, corpus_id: int, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
