@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from sqlalchemy import text
@@ -580,13 +580,7 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
         ),
         c,
     ).all()
-    pemb = copy_out_fixed(
-        session,
-        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND embedding IS NOT NULL"
-        f" ORDER BY {_PASSAGE_ORDER}",
-        [("id", "int8"), ("embedding", "vector", dim)],
-        c,
-    )
+    pemb = _vectors(session, "passages", dim, c)
     erows = session.execute(
         text(
             "SELECT id, normalized_name, name FROM entities WHERE corpus_id = :c AND embedding IS NOT NULL"
@@ -594,19 +588,8 @@ def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables
         ),
         c,
     ).all()
-    eemb = copy_out_fixed(
-        session,
-        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND embedding IS NOT NULL"
-        f" ORDER BY {_ENTITY_ORDER}",
-        [("id", "int8"), ("embedding", "vector", dim)],
-        c,
-    )
-    semb = copy_out_fixed(
-        session,
-        f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} ORDER BY {_SENTENCE_ORDER}",
-        [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
-        c,
-    )
+    eemb = _vectors(session, "entities", dim, c)
+    semb = _vectors(session, "sentences", dim, c)
     edges = _edges(session, corpus_id)
     es, pe, pl = edges["es"], edges["pe"], edges["pl"]
     if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
@@ -655,6 +638,37 @@ _SENTENCES_FROM = (
 """The sentences a graph holds: those with a vector, of the passages it holds."""
 
 
+def _vectors(
+    session: Session,
+    table: Literal["passages", "entities", "sentences"],
+    dim: int,
+    params: Mapping[str, Any],
+    *,
+    above_h: bool = False,
+) -> dict[str, np.ndarray]:
+    """The graph's rows of ``table`` (passages, entities or sentences, of the corpus ``params["c"]``,
+    those with a vector) in content order, by binary COPY: ``id`` and ``embedding`` (sentences also
+    ``passage_id``). ``above_h``: only passages and entities with an id above ``params["h"]``, and
+    the sentences of such passages."""
+    above = " AND {id} > %(h)s" if above_h else ""
+    if table == "sentences":
+        return copy_out_fixed(
+            session,
+            f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM}{above.format(id='p.id')}"
+            f" ORDER BY {_SENTENCE_ORDER}",
+            [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
+            params,
+        )
+    order = {"passages": _PASSAGE_ORDER, "entities": _ENTITY_ORDER}[table]
+    return copy_out_fixed(
+        session,
+        f"SELECT id, embedding FROM {table} WHERE corpus_id = %(c)s AND embedding IS NOT NULL{above.format(id='id')}"
+        f" ORDER BY {order}",
+        [("id", "int8"), ("embedding", "vector", dim)],
+        params,
+    )
+
+
 def _version_and_high(session: Session, corpus_id: int) -> tuple[int, int]:
     """The corpus's version and its highest passage id (0: none), in one statement."""
     row = session.execute(
@@ -697,23 +711,25 @@ def packed_columns(
 
 def _edges(session: Session, corpus_id: int) -> dict[str, dict[str, np.ndarray]]:
     """The three edge tables of a corpus, column by column (each read as one packed value)."""
-    c = {"c": corpus_id}
-    es = packed_columns(
-        session, "FROM entity_sentences WHERE corpus_id = :c", [("entity_id", "int8"), ("sentence_id", "int8")], c
-    )
-    pe = packed_columns(
+    return _edge_columns(
         session,
+        "FROM entity_sentences es WHERE es.corpus_id = :c",
         "FROM passage_entities WHERE corpus_id = :c",
-        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
-        c,
-    )
-    pl = packed_columns(
-        session,
         "FROM passage_links WHERE corpus_id = :c",
-        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
-        c,
+        {"c": corpus_id},
     )
-    return {"es": es, "pe": pe, "pl": pl}
+
+
+def _edge_columns(
+    session: Session, es_from: str, pe_from: str, pl_from: str, params: Mapping[str, Any]
+) -> dict[str, dict[str, np.ndarray]]:
+    """The rows of the three edge tables that ``es_from`` (``entity_sentences`` as ``es``),
+    ``pe_from`` and ``pl_from`` select, column by column: ``{"es": {entity_id, sentence_id},
+    "pe": {passage_id, entity_id, mentions}, "pl": {source_id, target_id, weight}}``."""
+    es = packed_columns(session, es_from, [("es.entity_id", "int8"), ("es.sentence_id", "int8")], params)
+    pe = packed_columns(session, pe_from, [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")], params)
+    pl = packed_columns(session, pl_from, [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")], params)
+    return {"es": {"entity_id": es["es.entity_id"], "sentence_id": es["es.sentence_id"]}, "pe": pe, "pl": pl}
 
 
 def load_graph_tables_since(session: Session, corpus_id: int, dim: int, known: GraphTables) -> GraphTables:
@@ -874,26 +890,9 @@ def load_graph_tables_appended(
         e_new,
     ).all()
     # Each read below costs one round trip even when it finds nothing (an add without new entities).
-    eemb = copy_out_fixed(
-        session,
-        "SELECT id, embedding FROM entities WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
-        f" ORDER BY {_ENTITY_ORDER}",
-        [("id", "int8"), ("embedding", "vector", dim)],
-        e_new,
-    )
-    pemb = copy_out_fixed(
-        session,
-        "SELECT id, embedding FROM passages WHERE corpus_id = %(c)s AND id > %(h)s AND embedding IS NOT NULL"
-        f" ORDER BY {_PASSAGE_ORDER}",
-        [("id", "int8"), ("embedding", "vector", dim)],
-        c,
-    )
-    semb = copy_out_fixed(
-        session,
-        f"SELECT s.id, s.passage_id, s.embedding {_SENTENCES_FROM} AND p.id > %(h)s ORDER BY {_SENTENCE_ORDER}",
-        [("id", "int8"), ("passage_id", "int8"), ("embedding", "vector", dim)],
-        c,
-    )
+    eemb = _vectors(session, "entities", dim, e_new, above_h=True)
+    pemb = _vectors(session, "passages", dim, c, above_h=True)
+    semb = _vectors(session, "sentences", dim, c, above_h=True)
     edges = _edges_of_passages(session, tenant_id, corpus_id, all_new)
     if not np.array_equal(pemb["id"], np.array([r[0] for r in prows], dtype=np.int64)) or not np.array_equal(
         eemb["id"], np.array([r[0] for r in erows], dtype=np.int64)
@@ -948,32 +947,15 @@ def _edges_of_passages(
     """The edges that name one of ``passage_ids`` (passages added together): their entity
     sentences (through their sentences), passage entities and links (either end), column by
     column, as :func:`_edges` reads a whole corpus's."""
-    p = {"c": corpus_id, "t": tenant_id, "ids": list(passage_ids)}
-    es = packed_columns(
+    return _edge_columns(
         session,
         "FROM entity_sentences es JOIN sentences s ON s.tenant_id = es.tenant_id AND s.id = es.sentence_id"
         " WHERE s.tenant_id = :t AND s.passage_id = ANY(:ids) AND es.corpus_id = :c",
-        [("es.entity_id", "int8"), ("es.sentence_id", "int8")],
-        p,
-    )
-    pe = packed_columns(
-        session,
         "FROM passage_entities WHERE tenant_id = :t AND passage_id = ANY(:ids) AND corpus_id = :c",
-        [("passage_id", "int8"), ("entity_id", "int8"), ("mentions", "int4")],
-        p,
-    )
-    pl = packed_columns(
-        session,
         "FROM passage_links WHERE tenant_id = :t AND corpus_id = :c"
         " AND (source_id = ANY(:ids) OR target_id = ANY(:ids))",
-        [("source_id", "int8"), ("target_id", "int8"), ("weight", "float4")],
-        p,
+        {"c": corpus_id, "t": tenant_id, "ids": list(passage_ids)},
     )
-    return {
-        "es": {"entity_id": es["es.entity_id"], "sentence_id": es["es.sentence_id"]},
-        "pe": pe,
-        "pl": pl,
-    }
 
 
 def _vectors_by_id(session: Session, table: str, corpus_id: int, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
