@@ -50,7 +50,8 @@ class QueryEncoding:
     timings: dict[str, float] = field(default_factory=dict)
     passage_scores: Any = field(default=None, repr=False, compare=False)
     """Optional cache: cos(question, passage) for every passage of graph version ``graph_version``
-    (the retriever computes it while NER runs and reuses it in ``retrieve``)."""
+    (the retriever computes it on its embedding thread after the forward pass, and ``retrieve``
+    waits for it only when the ranking needs it)."""
     graph_version: int | None = None
     template_text: str | None = None
     """The question template (eq. 11) embedded with the question when the caller asked for it."""

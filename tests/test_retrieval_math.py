@@ -223,6 +223,32 @@ def test_rank_passages_follows_the_seed() -> None:
     assert rank_passages(g, q, {2: 1.0}, params).passages[0] == 2
 
 
+def test_rank_passages_takes_a_deferred_dense_term_after_the_propagation() -> None:
+    g = _tiny_graph()
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    params = RetrievalParams(max_iterations=3, passage_ratio=0.05, delta=0.4, top_k_sentence=1, top_k=4)
+    cosines = g.passage_embeddings @ q
+    calls: list[int] = []
+
+    def deferred() -> np.ndarray:
+        calls.append(1)
+        return cosines
+
+    r = rank_passages(g, q, {0: 1.0}, params, dense=deferred)
+    direct = rank_passages(g, q, {0: 1.0}, params, dense=cosines)
+    computed = rank_passages(g, q, {0: 1.0}, params)
+    assert calls == [1]  # called once, when the reset needs it
+    assert r.passages.tolist() == direct.passages.tolist() == computed.passages.tolist()
+    np.testing.assert_array_equal(r.scores, direct.scores)
+    np.testing.assert_array_equal(r.scores, computed.scores)
+    # the wait is timed apart from the propagation; a term computed here is timed as dense_ms
+    assert list(r.timings)[:2] == ["propagation_ms", "dense_wait_ms"] and "dense_ms" not in r.timings
+    assert "dense_ms" in computed.timings and "dense_wait_ms" not in computed.timings
+    # with no seed the deferred term is the ranking itself
+    fallback = rank_passages(g, q, {}, RetrievalParams(top_k=4), dense=deferred)
+    assert fallback.dense_fallback and fallback.passages.tolist() == [2, 3, 1, 0] and calls == [1, 1]
+
+
 def test_rank_passages_dense_fallback_and_length_norm() -> None:
     g = _tiny_graph()
     q = np.array([1.0, 0.0], dtype=np.float32)

@@ -48,6 +48,30 @@ def test_round_trip_finds_the_gold_passages(setup: tuple[int, CorpusInfo, Retrie
         assert scores == sorted(scores, reverse=True)
 
 
+def test_the_dense_term_from_the_worker_gives_the_ranking_of_one_computed_in_place(
+    setup: tuple[int, CorpusInfo, Retriever],
+) -> None:
+    """encode() leaves the dense passage scores computing on its worker thread; retrieve() waits
+    for them only when the ranking needs them. The passages are those of a ranking that computes
+    the scores itself, and the timings say how long the worker took and how long retrieve waited."""
+    from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.retriever import entity_rows
+
+    _, _, retriever = setup
+    g = retriever.graph()
+    for question, _gold in QUESTIONS:
+        enc = retriever.encode(question)
+        assert "dense" not in enc.timings
+        result = retriever.retrieve(enc)
+        t = result.timings
+        assert t["dense_ms"] >= 0 and t["dense_wait_ms"] >= 0
+        assert t["graph_ms"] == pytest.approx(
+            t["link_ms"] + t["propagation_ms"] + t["dense_wait_ms"] + t["passage_scoring_ms"] + t["ppr_ms"], abs=0.5
+        )
+        again = rank_passages(g, enc.embedding, entity_rows(result.start_activation, g), retriever.params)
+        assert [int(g.passage_ids[p]) for p in again.passages] == [p.id for p in result.passages]
+
+
 def test_encoding_links_exact_names_with_score_one(setup: tuple[int, CorpusInfo, Retriever]) -> None:
     _, _, retriever = setup
     enc = retriever.encode("Who founded the Aurora Quartet?")
