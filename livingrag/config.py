@@ -274,8 +274,24 @@ class ExperienceSettings(_Group):
     )
     answer_reuse: bool = Field(
         default=True,
-        description="Answer a repeated question (same words, ignoring case and punctuation) from the active, "
-        "gated experience of its earlier asking without an LLM call.",
+        description="Answer a repeated question (same words, ignoring case and punctuation) from an active "
+        "experience of its earlier asking without an LLM call, as experience.reuse_answers_from allows.",
+    )
+    reuse_answers_from: Literal["verified", "gated"] = Field(
+        default="verified",
+        description="Which experiences may answer a repeated question without an LLM call: verified (a person "
+        "marked the answer right, or corrected it) or gated (verified, or stored through the gates with GS at "
+        "least gates.tau_gs). An answer people marked wrong for a question is never served for it.",
+    )
+    scaffolds_from: Literal["verified", "gated", "active"] = Field(
+        default="gated",
+        description="Which experiences may be shown in the prompt as the scaffold or a finding: verified, gated "
+        "(stored through the gates, or verified) or active (any active one). Retracted ones never.",
+    )
+    fusion_from: Literal["verified", "gated", "active"] = Field(
+        default="active",
+        description="Which experiences' activation maps may be fused into the start activation (eq. 8): "
+        "verified, gated or active (any active one). Retracted ones never.",
     )
 
     @model_validator(mode="before")

@@ -3,9 +3,7 @@ end is in test_pipeline.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from livingrag.experience.answer_reuse import BoundedIdSet, pick_repeat, question_key
+from livingrag.experience.answer_reuse import pick_repeat, question_key
 
 Q1 = "Where was the director of Silver Harbor born?"
 Q2 = "In which town was the director of Silver Harbor born?"
@@ -28,16 +26,3 @@ def test_pick_repeat_takes_the_first_candidate_with_the_same_key() -> None:
     assert pick_repeat(Q2, cands) is None  # other words: not a repeat, however close in meaning
     assert pick_repeat("Who was born first, Marta Quell or Elina Saari?", cands) is None
     assert pick_repeat("???", [(1, "!!!")]) is None  # nothing to compare
-
-
-def test_bounded_id_set_forgets_the_id_added_or_found_longest_ago() -> None:
-    ids = BoundedIdSet(3)
-    ids.add_all([1, 2, 3])
-    assert len(ids) == 3 and 1 in ids  # finding 1 makes 2 the oldest
-    ids.add_all([4])
-    assert 2 not in ids and {1, 3, 4} == {i for i in (1, 2, 3, 4) if i in ids} and len(ids) == 3
-    ids.add_all([3, 5, 6])  # adding again refreshes; 1 and 4 are now the oldest
-    assert [i in ids for i in (1, 3, 4, 5, 6)] == [False, True, False, True, True]
-    assert "1" not in ids and None not in ids
-    with pytest.raises(ValueError, match="capacity"):
-        BoundedIdSet(0)

@@ -49,6 +49,7 @@ PURE = {
     "livingrag.experience.sentences",
     "livingrag.experience.template",
     "livingrag.experience.types",
+    "livingrag.experience.trust",
     "livingrag.db.server_memory",
     "livingrag.bench.stats",
     "livingrag.bench.tenant_figures",

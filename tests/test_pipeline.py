@@ -22,9 +22,11 @@ from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories import experiences as experience_repo
 from livingrag.errors import ConfigError, InvalidInput, LivingRAGError, LLMError, NotFound
+from livingrag.experience.feedback import TrustService
 from livingrag.experience.grounding import Claim
 from livingrag.experience.scaffold_policy import scaffolds_masked, scaffolds_shown
 from livingrag.experience.store import ExperienceStore
+from livingrag.experience.trust import Actor
 from livingrag.experience.types import ClaimVerdict, UsedPassage
 from livingrag.experience.verifiers import Verifier
 from livingrag.pipeline.core import Answer, LivingRAG
@@ -78,7 +80,7 @@ def clean(db: Database, indexed: tuple[int, CorpusInfo]) -> tuple[int, CorpusInf
     """The indexed corpus with no experiences, write-back decisions or query log rows."""
     tenant_id, corpus = indexed
     with db.tenant_session(tenant_id) as s:
-        for table in ("writeback_log", "query_log", "experiences"):
+        for table in ("writeback_log", "query_log", "experiences", "answer_feedback", "rejected_answers"):
             s.execute(text(f"DELETE FROM {table} WHERE corpus_id = :c"), {"c": corpus.id})
     return tenant_id, corpus
 
@@ -858,6 +860,11 @@ def test_a_repeated_question_is_answered_from_its_experience_without_the_llm(
 ) -> None:
     rag, tenant_id, corpus, exp_id, first_answer = stored
     n_req = len(server.requests)
+    # stored by the gates but verified by nobody: not served from memory (experience.reuse_answers_from)
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
+    assert len(server.requests) == n_req + 1
+    TrustService(db, rag.settings, rag.store).verify(tenant_id, exp_id, actor=Actor.operator())
+    n_req = len(server.requests)
     a = rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name)
     assert len(server.requests) == n_req  # no LLM call
     assert a.reused_from == exp_id and a.answer == first_answer
@@ -908,18 +915,15 @@ def test_no_reuse_of_an_ungated_experience(
         return real(session, ids, **kw)
 
     monkeypatch.setattr(experience_repo, "reusable_experiences", spy)
-    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name, ablations=["gate"]).reused_from is None
-    assert len(server.requests) == n_req + 1
-    assert looked_up == [[wb.experience_id]]  # looked up once, found ungated
-    assert rag.flush(timeout=120)  # the repeat is stored without the gates too
-    with rag.db.tenant_session(tenant_id) as s:
-        newest = experience_repo.list_experiences(s, tenant_id=tenant_id, corpus_id=corpus.id, limit=1)[0].id
-    assert newest != wb.experience_id
-    # a later repeat looks up only the experience it has not met yet: a gate verdict never changes
-    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
-    assert len(server.requests) == n_req + 2 and looked_up == [[wb.experience_id], [newest]]
-    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from is None
-    assert len(server.requests) == n_req + 3 and looked_up == [[wb.experience_id], [newest]]
+    for policy in ("verified", "gated"):
+        rag = make_rag(experience={"reuse_answers_from": policy})
+        assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name, ablations=["gate"]).reused_from is None
+    assert len(server.requests) == n_req + 2
+    assert looked_up == []  # not even looked up: neither verified nor gated, as the match says
+    # once a person verifies it, it is served from memory
+    TrustService(rag.db, rag.settings, rag.store).verify(tenant_id, wb.experience_id, actor=Actor.operator())
+    assert rag.answer(REPEAT, tenant=tenant_id, corpus=corpus.name).reused_from == wb.experience_id
+    assert looked_up == [[wb.experience_id]] and len(server.requests) == n_req + 2
 
 
 def test_no_reuse_when_switched_off(

@@ -113,6 +113,28 @@ def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, int]:
             ),
             {"t": tenant_id, "c": c.id},
         ).scalar_one()
+        # feedback and history (migration 0011)
+        s.execute(
+            text(
+                "INSERT INTO experience_events (tenant_id, corpus_id, experience_id, event, actor)"
+                " VALUES (:t, :c, :x, 'created', 'system')"
+            ),
+            {"t": tenant_id, "c": c.id, "x": x},
+        )
+        s.execute(
+            text(
+                "INSERT INTO answer_feedback (tenant_id, corpus_id, query_log_id, verdict, actor)"
+                " VALUES (:t, :c, :q, 'wrong', 'key 1')"
+            ),
+            {"t": tenant_id, "c": c.id, "q": q},
+        )
+        s.execute(
+            text(
+                "INSERT INTO rejected_answers (tenant_id, corpus_id, question_key, answer_key, answer, actor)"
+                " VALUES (:t, :c, 'q', 'a', 'a', 'key 1')"
+            ),
+            {"t": tenant_id, "c": c.id},
+        )
     return {"corpus": c.id, "passage": p, "sentence": sent, "entity": e, "experience": x, "writeback": w, "query": q}
 
 

@@ -272,6 +272,7 @@ class Experience(Base):
         Index("ix_experiences_scope_created", "tenant_id", "corpus_id", "created_at"),
         Index("ix_experiences_expires", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
         Index("ix_experiences_sources", "source_passage_ids", postgresql_using="gin"),
+        Index("ix_experiences_question", "tenant_id", "corpus_id", "question_key"),  # migration 0011
     )
     id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
@@ -297,6 +298,16 @@ class Experience(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     stale: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
     stale_reason: Mapped[str | None] = mapped_column(Text)
+    # provenance and trust (migration 0011)
+    origin: Mapped[str] = mapped_column(Text, nullable=False, server_default="gate")
+    origin_detail: Mapped[str | None] = mapped_column(Text)
+    trust: Mapped[str] = mapped_column(Text, nullable=False, server_default="unverified")
+    trust_actor: Mapped[str | None] = mapped_column(Text)
+    trust_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    trust_reason: Mapped[str | None] = mapped_column(Text)
+    gated: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="true")
+    answer_uses: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    question_key: Mapped[str | None] = mapped_column(Text)
 
 
 class ExperienceEntity(Base):
@@ -333,6 +344,9 @@ class WritebackLog(Base):
         _in_tenant("writeback_log", "experience_id", "experiences", ondelete="SET NULL (experience_id)"),
         Index("ix_writeback_log_scope_created", "tenant_id", "corpus_id", "created_at"),
         Index("ix_writeback_log_experience", "experience_id", postgresql_where=text("experience_id IS NOT NULL")),
+        Index(
+            "ix_writeback_log_query", "tenant_id", "query_log_id", postgresql_where=text("query_log_id IS NOT NULL")
+        ),  # migration 0011
     )
     id: Mapped[int] = _id()
     tenant_id: Mapped[int] = _tenant_col()
@@ -348,6 +362,74 @@ class WritebackLog(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     timings: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False, server_default="{}")
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    candidate: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    """What a rejected candidate needs to be stored later on a person's word (migration 0011)."""
+
+
+class ExperienceEvent(Base):
+    """One thing that happened to an experience (migration 0011): append-only for the application;
+    ``experience_id`` has no foreign key, so a deleted experience keeps its history."""
+
+    __tablename__ = "experience_events"
+    __table_args__ = (
+        _pk("experience_events", "id"),
+        _in_corpus(),
+        Index("ix_experience_events_experience", "tenant_id", "experience_id", "created_at"),
+        Index("ix_experience_events_scope_created", "tenant_id", "corpus_id", "created_at"),
+    )
+    id: Mapped[int] = _id()
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    experience_id: Mapped[int] = _ref()
+    event: Mapped[str] = mapped_column(Text, nullable=False)
+    actor: Mapped[str] = mapped_column(Text, nullable=False)
+    key_id: Mapped[int | None] = mapped_column(BigInteger)
+    query_log_id: Mapped[int | None] = mapped_column(BigInteger)
+    reason: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    created_at: Mapped[datetime] = _now()
+
+
+class AnswerFeedback(Base):
+    """A person's verdict on an answered question (migration 0011)."""
+
+    __tablename__ = "answer_feedback"
+    __table_args__ = (
+        _pk("answer_feedback", "id"),
+        _in_corpus(),
+        Index("ix_answer_feedback_query", "tenant_id", "query_log_id", "created_at"),
+    )
+    id: Mapped[int] = _id()
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    query_log_id: Mapped[int] = _ref()
+    verdict: Mapped[str] = mapped_column(Text, nullable=False)
+    answer: Mapped[str | None] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(Text, nullable=False)
+    key_id: Mapped[int | None] = mapped_column(BigInteger)
+    experience_id: Mapped[int | None] = mapped_column(BigInteger)
+    outcome: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    created_at: Mapped[datetime] = _now()
+
+
+class RejectedAnswer(Base):
+    """An answer people marked wrong for a question (by :func:`livingrag.experience.answer_reuse.
+    question_key` of both), per corpus (migration 0011)."""
+
+    __tablename__ = "rejected_answers"
+    __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "corpus_id", "question_key", "answer_key", name="rejected_answers_pkey"),
+        _in_corpus(),
+    )
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    question_key: Mapped[str] = mapped_column(Text, nullable=False)
+    answer_key: Mapped[str] = mapped_column(Text, nullable=False)
+    answer: Mapped[str] = mapped_column(Text, nullable=False)
+    query_log_id: Mapped[int | None] = mapped_column(BigInteger)
+    actor: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = _now()
 
 
 class QueryLog(Base):
@@ -405,6 +487,10 @@ TENANT_OWNED_TABLES: tuple[str, ...] = (
     "query_log",
 )
 """Tables of tenant data the application role reads and writes in full under row-level security."""
+
+TRUST_TABLES: tuple[str, ...] = ("experience_events", "answer_feedback", "rejected_answers")
+"""Tenant tables of feedback and history (migration 0011) under row-level security; the application
+role may only read and append ``experience_events``."""
 
 KEY_TABLES: tuple[str, ...] = ("api_keys",)
 """Tenant tables under row-level security that the application role reaches only through column

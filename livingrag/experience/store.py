@@ -36,8 +36,10 @@ from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
+from livingrag.db.repositories import trust as trust_repo
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience.answer_form import check_answer_form
+from livingrag.experience.answer_reuse import question_key
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
@@ -47,6 +49,7 @@ from livingrag.experience.scaffold import scaffold_scores, select_findings, sele
 from livingrag.experience.scaffold_policy import scaffolds_shown
 from livingrag.experience.sparsify import sparsify, validate_activation
 from livingrag.experience.template import mask
+from livingrag.experience.trust import allows, evidence_hash, origin_of
 from livingrag.experience.types import (
     ClaimVerdict,
     Decision,
@@ -64,6 +67,9 @@ from livingrag.quotas import over_quota
 from livingrag.types import QueryEncoding
 
 log = logging.getLogger(__name__)
+
+MARKED_WRONG = "a person marked this answer wrong for this question"
+"""The reason the gate gives for refusing an answer people marked wrong for the same question."""
 
 
 def _ms(t0: float) -> float:
@@ -84,6 +90,22 @@ def _outcome(write: Callable[[], WriteBackResult]) -> WriteBackResult | Exceptio
         return write()
     except Exception as exc:
         return exc
+
+
+def candidate_record(c: _Checked, epsilon: float, max_entities: int) -> dict[str, Any]:
+    """What a rejected candidate needs to be stored later on a person's word (``writeback_log.
+    candidate``): its unit query embedding, base activation, final activation sparsified as a stored
+    map is (eq. 5), explanation, mentions, the corpus version it was answered at and each cited
+    passage's id, title and :func:`evidence_hash` (the text itself stays in ``passages``)."""
+    return {
+        "embedding": [round(float(x), 7) for x in c.emb.tolist()],
+        "base": {str(k): float(v) for k, v in c.base.items()},
+        "final": {str(k): float(v) for k, v in sparsify(c.final, epsilon, max_entities).items()},
+        "explanation": c.explanation,
+        "mentions": list(c.mentions),
+        "corpus_version": c.corpus_version,
+        "passages": [{"id": p.id, "title": p.title, "hash": evidence_hash(p.title, p.text)} for p in c.passages],
+    }
 
 
 def validate_embedding(value: Any, what: str = "query embedding") -> np.ndarray:
@@ -289,6 +311,7 @@ class ExperienceStore:
         # of another question form) keep their place in ``top`` but get weight 0, which fuse() skips.
         # No seed entity, beta = 0 or nothing kept: a0 = a_base.
         kept = scores[order] >= self.exp.fusion_floor
+        kept &= np.array([allows(exp.fusion_from, trust=rows[i].trust, gated=rows[i].gated) for i in order], dtype=bool)
         if ftfloor > 0:
             kept &= tsims[order] >= ftfloor
         fusion_applied = bool(base) and max(base.values()) > 0.0 and self.exp.beta > 0.0 and bool(kept.any())
@@ -308,13 +331,17 @@ class ExperienceStore:
                 confidence=rows[i].confidence,
                 weight=float(w),
                 created_at=rows[i].created_at,
+                trust=rows[i].trust,
+                gated=rows[i].gated,
             )
             for i, w in zip(order, weights, strict=True)
         )
         timings["rescore_ms"] = round(_ms(t1) - template_ms, 3)
 
         t2 = time.perf_counter()
-        s_scaf = scaffold_scores(scores, tsims, lam)
+        # eq. 12-13 and the findings over the experiences that experience.scaffolds_from allows to be shown
+        shown_ok = np.array([allows(exp.scaffolds_from, trust=r.trust, gated=r.gated) for r in rows], dtype=bool)
+        s_scaf = np.where(shown_ok, scaffold_scores(scores, tsims, lam), -np.inf)
         pick = select_scaffold(s_scaf, self.exp.scaffold_floor, tsims, tfloor) if self.scaffolds_shown else None
         scaffold = None
         if pick is not None:
@@ -327,7 +354,9 @@ class ExperienceStore:
             )
         findings = tuple(
             Finding(experience_id=rows[j].id, retrieval_score=float(scores[j]), summary=rows[j].summary)
-            for j in select_findings(scores, order, exp.findings_floor, exp.findings_k)
+            for j in select_findings(
+                scores, np.array([i for i in order if shown_ok[i]], dtype=np.int64), exp.findings_floor, exp.findings_k
+            )
         )
         timings["scaffold_ms"] = round(_ms(t2) + template_ms, 3)  # template similarities included
         timings["total_ms"] = _ms(t0)
@@ -505,10 +534,15 @@ class ExperienceStore:
             t1 = time.perf_counter()
             with self.db.tenant_session(c.tenant_id) as s:
                 version = self._checked_version(s, c)
-                ns, nearest = self._novelty(s, c)
+                wrong = self._marked_wrong(s, c)
+                ns, nearest = (None, None) if wrong else self._novelty(s, c)
+            if wrong:  # a person marked this answer wrong for this question: never stored again
+                details |= {"stage": "marked_wrong"}
+                timings["grounding_ms"] = 0.0
+                return self._decide(replace(state(), gs=0.0), "rejected_grounding", reason=MARKED_WRONG)
             timings["novelty_ms"] = _ms(t1)
             details |= {"nearest_experience_id": nearest}
-            if not is_novel(ns, self.gates.tau_novel):
+            if ns is None or not is_novel(ns, self.gates.tau_novel):
                 details["stage"] = "precheck"
                 return self._decide(state(), "rejected_novelty")
 
@@ -556,6 +590,12 @@ class ExperienceStore:
         log.warning("write-back of %r failed: %s", g.c.query[:80], exc, exc_info=True)
         g.details["error_type"] = type(exc).__name__
         return self._decide(g, "error", reason=f"{type(exc).__name__}: {exc}"[:2000])
+
+    @staticmethod
+    def _marked_wrong(s: Session, c: _Checked) -> bool:
+        """Whether people marked ``c``'s answer wrong for its question in its corpus
+        (``rejected_answers``, by :func:`question_key` of both)."""
+        return question_key(c.answer) in trust_repo.wrong_answer_keys(s, c.corpus_id, question_key(c.query))
 
     @staticmethod
     def _checked_version(s: Session, c: _Checked) -> int:
@@ -657,6 +697,9 @@ class ExperienceStore:
         summary = compose_summary(c.query, keysent(c.explanation, anchors, c.final, self.exp.keysent_count), c.answer)
         version = r.version if r.version is not None else read_version
         assert version is not None
+        origin, origin_detail = origin_of(
+            r.g.resolved.name, gated=r.gated, judge_model=self.gates.judge_model or self.settings.llm.model
+        )
         return repo.NewExperience(
             tenant_id=c.tenant_id,
             corpus_id=c.corpus_id,
@@ -678,6 +721,10 @@ class ExperienceStore:
             corpus_version=c.corpus_version if c.corpus_version is not None else version,
             created_at=now,
             expires_at=(now + self.exp.ttl) if self.exp.ttl is not None else None,
+            origin=origin,
+            origin_detail=origin_detail,
+            gated=r.gated,
+            question_key=question_key(c.query),
         )
 
     def _store_in(
@@ -687,6 +734,11 @@ class ExperienceStore:
         its log row; (its decision, the new experience's id or None). ``current``: the corpus version
         now; ``held``: the tenant's experiences now, when a quota applies (else None)."""
         g, c, details, timings = r.g, r.g.c, r.g.details, r.g.timings
+        if r.gated and self._marked_wrong(s, c):  # marked wrong while its gates ran
+            details |= {"stage": "marked_wrong"}
+            timings["total_ms"] = _ms(g.t0)
+            log_id = self._log(s, replace(g, gs=0.0), "rejected_grounding", reason=MARKED_WRONG)
+            return g.result("rejected_grounding", log_id, reason=MARKED_WRONG), None
         changed = self._changed_evidence(s, c, current)
         if changed:
             reason = (
@@ -720,6 +772,21 @@ class ExperienceStore:
         timings["insert_ms"] = _ms(t6)
         timings["total_ms"] = _ms(g.t0)
         log_id = self._log(s, g2, "stored", experience_id=exp_id)
+        trust_repo.insert_events(
+            s,
+            c.tenant_id,
+            [
+                trust_repo.EventRow(
+                    experience_id=exp_id,
+                    corpus_id=c.corpus_id,
+                    event="created",
+                    actor="system",
+                    query_log_id=c.query_log_id,
+                    reason=f"stored by the write-back gates ({new.origin}: {new.origin_detail})",
+                    details={"writeback_log_id": log_id, "gs": g2.gs, "ns": ns2},
+                )
+            ],
+        )
         return g2.result("stored", log_id, experience_id=exp_id), exp_id
 
     def _held_experiences(self, s: Session, tenant_id: int) -> int | None:
@@ -786,6 +853,12 @@ class ExperienceStore:
         """Insert the ``writeback_log`` row of ``decision`` for ``g``; returns its id."""
         c, ns, gs, resolved = g.c, g.ns, g.gs, g.resolved
         log.info("write-back %s: NS=%s GS=%s verifier=%s query=%r", decision, ns, gs, resolved.name, c.query[:80])
+        # a rejected candidate is kept with its decision: a person's "right" can still store it
+        kept = (
+            candidate_record(c, self.exp.epsilon, self.exp.max_map_entities)
+            if decision.startswith("rejected")
+            else None
+        )
         return repo.insert_writeback_log(
             s,
             tenant_id=c.tenant_id,
@@ -800,6 +873,7 @@ class ExperienceStore:
             details=g.details,
             experience_id=experience_id,
             query_log_id=c.query_log_id,
+            candidate=kept,
         )
 
     # ---------------------------------------------------------------- validation

@@ -28,7 +28,7 @@ from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
 from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
-from livingrag.experience.answer_reuse import BoundedIdSet, pick_repeat
+from livingrag.experience.answer_reuse import pick_repeat, question_key
 from livingrag.experience.drop_log import DropRecorder
 from livingrag.experience.keysent import parse_summary
 from livingrag.experience.scaffold_policy import scaffolds_masked
@@ -64,9 +64,6 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
 log = logging.getLogger(__name__)
-
-UNGATED_IDS_KEPT = 65_536
-"""How many experiences found stored without the gates a pipeline remembers (a few MB at most)."""
 
 
 class WritebackDropped(LivingRAGError):
@@ -171,8 +168,6 @@ class LivingRAG:
         self.style = resolve_answer_style(settings.llm)
         self.mask_scaffolds = scaffolds_masked(settings)
         self._retrievers: OrderedDict[tuple[int, int], Retriever] = OrderedDict()
-        self._ungated = BoundedIdSet(UNGATED_IDS_KEPT)
-        """Experiences found stored without the gates: their repeats are not looked up again."""
         self._lock = threading.Lock()
         api = settings.api
         shared_graph_cache().configure(
@@ -360,6 +355,8 @@ class LivingRAG:
             scaffold_id=scaffold_id,
             finding_ids=[f.experience_id for f in findings],
             now=datetime.now(UTC),
+            corpus_id=info.id,
+            query_log_id=log_id,
         )
 
         future: Future[WriteBackResult] | None = None
@@ -424,25 +421,35 @@ class LivingRAG:
         return gen, prompt, scaffold
 
     def _repeat_of(self, tenant_id: int, q: str, match: MatchResult) -> ReusableExperience | None:
-        """The active, gated top-K experience whose question ``q`` repeats (answer_reuse), if any.
+        """The top-K experience whose question ``q`` repeats and whose answer may be given again
+        without an LLM call (answer_reuse), if any.
 
-        Only the top-K experiences whose question ``q`` repeats are looked up (most questions
-        repeat none of them, and then no database round trip is made), and of those only the ones
-        whose matched confidence reaches tau_gs and that were not found stored without the gates
-        before; of those, the first (in top-K order) that is still active, gated and confident
-        enough is chosen."""
+        ``experience.reuse_answers_from`` decides which: ``verified`` (default: a person marked it
+        right or corrected it) or ``gated`` (verified, or stored through the gates with GS at least
+        tau_gs). Only the top-K experiences that policy allows and whose question ``q`` repeats are
+        looked up (most questions repeat none, and then no round trip is made); the lookup checks
+        that each is still active and that people have not marked its answer wrong for this
+        question; the first (in top-K order) that passes is chosen."""
+        policy = self.settings.experience.reuse_answers_from
         tau = self.settings.gates.tau_gs
         ids = [
             e.id
             for e in match.top
-            if e.confidence >= tau and e.id not in self._ungated and pick_repeat(q, [(e.id, e.query)]) is not None
+            if (e.trust == "verified" or (policy == "gated" and e.gated and e.confidence >= tau))
+            and pick_repeat(q, [(e.id, e.query)]) is not None
         ]
         if not ids:
             return None
         with self.db.tenant_session(tenant_id) as s:
-            found = experience_repo.reusable_experiences(s, ids, min_confidence=tau, now=datetime.now(UTC))
-        self._ungated.add_all(found.ungated)  # never reusable: not looked up again
-        usable = found.usable
+            usable = experience_repo.reusable_experiences(
+                s,
+                ids,
+                policy=policy,
+                min_confidence=tau,
+                now=datetime.now(UTC),
+                question_key=question_key(q),
+                answer_key=question_key,
+            )
         chosen = pick_repeat(q, [(e.id, e.query) for e in usable])
         return next((e for e in usable if e.id == chosen), None)
 
@@ -468,7 +475,10 @@ class LivingRAG:
             latency_s=0.0,
             usage_source="reuse",
         )
-        explanation = f"Reused the answer of experience {repeat.id}, stored for the same question: {repeat.query!r}."
+        vouched = "verified by a person" if repeat.trust == "verified" else "stored through the gates, not verified"
+        explanation = (
+            f"Reused the answer of experience {repeat.id} ({vouched}), stored for the same question: {repeat.query!r}."
+        )
         sw.total(excluding=("setup",))
         with sw.step("log"), self.db.tenant_session(tenant_id) as s:  # timed after the row's total, as in answer()
             log_id = insert_query_log(
@@ -489,6 +499,16 @@ class LivingRAG:
                 reused_experience_id=repeat.id,
             )
         sw.total(excluding=("setup",))
+        self.uses.record(
+            tenant_id,
+            fused_ids=(),
+            scaffold_id=None,
+            finding_ids=(),
+            now=datetime.now(UTC),
+            answer_id=repeat.id,
+            corpus_id=corpus_id,
+            query_log_id=log_id,
+        )
         return Answer(
             question=q,
             answer=repeat.answer,

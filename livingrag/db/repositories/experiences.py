@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
 LOCK_NAMESPACE = 0x4C52  # "LR": first key of pg_advisory_xact_lock(int, int) for write-back scopes
-_ACTIVE = "NOT {a}stale AND ({a}expires_at IS NULL OR {a}expires_at > :now)"
+_ACTIVE = "NOT {a}stale AND {a}trust <> 'retracted' AND ({a}expires_at IS NULL OR {a}expires_at > :now)"
+"""An active experience: not stale, not retracted by a person (migration 0011), not expired."""
 
 
 _PACKED = np.dtype([("e", ">i8"), ("w", ">f8")])
@@ -72,6 +73,8 @@ class CandidateRow(NamedTuple):
     created_at: datetime
     summary: str
     channel_rank: int
+    trust: str = "unverified"
+    gated: bool = True
 
     @property
     def activation(self) -> dict[int, float]:
@@ -105,6 +108,15 @@ class NewExperience:
     corpus_version: int
     created_at: datetime
     expires_at: datetime | None
+    origin: str = "gate"
+    """Who vouches for it: gate (the automatic gate), judge (an LLM judge), person, ungated."""
+    origin_detail: str | None = None
+    """The verifier's name (gate), the judge's model (judge), or the person (``key 12``, operator)."""
+    trust: str = "unverified"
+    trust_actor: str | None = None
+    trust_reason: str | None = None
+    gated: bool = True
+    question_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,13 +137,23 @@ class ExperienceRecord:
     stale: bool
     stale_reason: str | None
     map_size: int
+    origin: str = "gate"
+    origin_detail: str | None = None
+    trust: str = "unverified"
+    trust_actor: str | None = None
+    trust_at: datetime | None = None
+    trust_reason: str | None = None
+    answer_uses: int = 0
+    gated: bool = True
 
 
-_RECORD_SELECT = (
-    "SELECT id, tenant_id, corpus_id, query, answer, confidence, created_at, expires_at, fusion_uses,"
+_RECORD_COLUMNS = (
+    "id, tenant_id, corpus_id, query, answer, confidence, created_at, expires_at, fusion_uses,"
     " scaffold_uses, last_used_at, stale, stale_reason,"
-    " (SELECT count(*) FROM jsonb_object_keys(activation)) FROM experiences"
+    " (SELECT count(*) FROM jsonb_object_keys(activation)), origin, origin_detail, trust, trust_actor, trust_at,"
+    " trust_reason, answer_uses, gated"
 )
+_RECORD_SELECT = f"SELECT {_RECORD_COLUMNS} FROM experiences"
 """The columns of :class:`ExperienceRecord`."""
 
 
@@ -185,7 +207,9 @@ def _preselect_sql(
     # Both channels carry the columns matching needs from the row they already visit (the HNSW
     # channel for its filter, the entity channel for eq. 7's exact cosine), so no third visit of
     # each candidate row is needed; the union keeps each experience once, at its best rank.
-    cols = "id, query, query_template, query_embedding, activation_packed, confidence, created_at, summary"
+    cols = (
+        "id, query, query_template, query_embedding, activation_packed, confidence, created_at, summary, trust, gated"
+    )
     x_cols = ", ".join(f"x.{col.strip()}" for col in cols.split(","))
     return text(
         f"""
@@ -221,7 +245,7 @@ def _preselect_sql(
           LIMIT {m}
         )
         SELECT id, query, query_template, 1 - (query_embedding <=> CAST(:q AS vector({dim}))), activation_packed,
-               confidence, created_at, summary, r
+               confidence, created_at, summary, r, trust, gated
         FROM (
           SELECT *, row_number() OVER (PARTITION BY id ORDER BY r) AS k
           FROM (SELECT * FROM emb UNION ALL SELECT * FROM ent) z
@@ -320,7 +344,18 @@ def decode_candidates(rows: Sequence[Sequence[Any]]) -> Candidates:
     return Candidates(
         [
             CandidateRow(
-                int(r[0]), r[1], r[2], cos, all_ids[start:end], all_ws[start:end], float(r[5]), r[6], r[7], int(r[8])
+                int(r[0]),
+                r[1],
+                r[2],
+                cos,
+                all_ids[start:end],
+                all_ws[start:end],
+                float(r[5]),
+                r[6],
+                r[7],
+                int(r[8]),
+                r[9] if len(r) > 9 else "unverified",
+                bool(r[10]) if len(r) > 10 else True,
             )
             for r, cos, start, end in zip(rows, cosines.tolist(), [0, *ends[:-1]], ends, strict=True)
         ],
@@ -436,9 +471,11 @@ def insert_experience(session: Session, new: NewExperience) -> int:
         text(
             "INSERT INTO experiences (tenant_id, corpus_id, query, query_template, query_embedding, embedding_dim,"
             " activation, summary, answer, created_at, expires_at, confidence, grounding, source_passage_ids,"
-            " corpus_version) VALUES (:t, :c, :q, :tpl, :v, :d, CAST(:a AS jsonb), :s, :ans, :now, :exp, :conf,"
-            " CAST(:g AS jsonb),"
-            " :src, :ver) RETURNING id"
+            " corpus_version, origin, origin_detail, trust, trust_actor, trust_at, trust_reason, gated, question_key)"
+            " VALUES (:t, :c, :q, :tpl, :v, :d, CAST(:a AS jsonb), :s, :ans, :now, :exp, :conf,"
+            " CAST(:g AS jsonb), :src, :ver, :origin, :origin_detail, :trust, :trust_actor,"
+            " CASE WHEN :trust = 'unverified' THEN NULL ELSE CAST(:now AS timestamptz) END, :trust_reason, :gated,"
+            " :qkey) RETURNING id"
         ),
         {
             "t": new.tenant_id,
@@ -456,6 +493,13 @@ def insert_experience(session: Session, new: NewExperience) -> int:
             "g": json.dumps(new.grounding, default=str),
             "src": [int(p) for p in new.source_passage_ids],
             "ver": new.corpus_version,
+            "origin": new.origin,
+            "origin_detail": new.origin_detail,
+            "trust": new.trust,
+            "trust_actor": new.trust_actor,
+            "trust_reason": new.trust_reason,
+            "gated": bool(new.gated),
+            "qkey": new.question_key,
         },
     ).scalar_one()
     weights = unit_weights(new.activation)
@@ -485,14 +529,16 @@ def insert_writeback_log(
     details: Mapping[str, Any],
     experience_id: int | None = None,
     query_log_id: int | None = None,
+    candidate: Mapping[str, Any] | None = None,
 ) -> int:
-    """One decision row of ``writeback_log``; returns its id."""
+    """One decision row of ``writeback_log``; returns its id. ``candidate``: what a rejected
+    candidate needs to be stored later (``writeback_log.candidate``, migration 0011)."""
     return int(
         session.execute(
             text(
                 "INSERT INTO writeback_log (tenant_id, corpus_id, query_log_id, experience_id, query, novelty,"
-                " grounding, verifier, decision, reason, timings, details) VALUES (:t, :c, :ql, :x, :q, :n, :g, :v,"
-                " :d, :r, CAST(:tm AS jsonb), CAST(:det AS jsonb)) RETURNING id"
+                " grounding, verifier, decision, reason, timings, details, candidate) VALUES (:t, :c, :ql, :x, :q, :n,"
+                " :g, :v, :d, :r, CAST(:tm AS jsonb), CAST(:det AS jsonb), CAST(:cand AS jsonb)) RETURNING id"
             ),
             {
                 "t": tenant_id,
@@ -507,6 +553,7 @@ def insert_writeback_log(
                 "r": reason,
                 "tm": json.dumps(dict(timings)),
                 "det": json.dumps(dict(details), default=str),
+                "cand": None if candidate is None else json.dumps(dict(candidate)),
             },
         ).scalar_one()
     )
@@ -649,18 +696,45 @@ def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     return rowcount(res)
 
 
-def mark_stale_for_passages(session: Session, corpus_id: int, passage_ids: Sequence[int], reason: str) -> int:
-    """Mark the active experiences of a corpus that cite any of ``passage_ids`` as stale."""
-    if not passage_ids:
-        return 0
+def with_events(
+    session: Session,
+    dml: str,
+    params: Mapping[str, Any],
+    *,
+    event: str,
+    actor: str,
+    reason: str | None = None,
+    key_id: int | None = None,
+) -> int:
+    """Run ``dml`` (an ``UPDATE`` or ``DELETE`` of experiences ``RETURNING tenant_id, corpus_id, id``)
+    and append one ``experience_events`` row per experience it touched, in one statement (so the
+    change and its history commit together); returns the number of experiences touched."""
     res = session.execute(
         text(
-            "UPDATE experiences SET stale = true, stale_reason = :r"
-            " WHERE corpus_id = :c AND NOT stale AND source_passage_ids && CAST(:p AS bigint[])"
+            f"WITH touched AS ({dml}) INSERT INTO experience_events"
+            " (tenant_id, corpus_id, experience_id, event, actor, key_id, reason)"
+            " SELECT tenant_id, corpus_id, id, :ev_event, :ev_actor, :ev_key, :ev_reason FROM touched"
         ),
-        {"c": corpus_id, "p": [int(p) for p in passage_ids], "r": reason},
+        dict(params) | {"ev_event": event, "ev_actor": actor, "ev_key": key_id, "ev_reason": reason},
     )
     return rowcount(res)
+
+
+def mark_stale_for_passages(session: Session, corpus_id: int, passage_ids: Sequence[int], reason: str) -> int:
+    """Mark the active experiences of a corpus that cite any of ``passage_ids`` as stale (each with a
+    ``stale`` event, actor ``system``)."""
+    if not passage_ids:
+        return 0
+    return with_events(
+        session,
+        "UPDATE experiences SET stale = true, stale_reason = :r"
+        " WHERE corpus_id = :c AND NOT stale AND source_passage_ids && CAST(:p AS bigint[])"
+        " RETURNING tenant_id, corpus_id, id",
+        {"c": corpus_id, "p": [int(p) for p in passage_ids], "r": reason},
+        event="stale",
+        actor="system",
+        reason=reason,
+    )
 
 
 def _scope(tenant_id: int | None, corpus_id: int | None, alias: str = "") -> tuple[str, dict[str, Any]]:
@@ -682,15 +756,24 @@ def expire(
     tenant_id: int | None = None,
     corpus_id: int | None = None,
     dry_run: bool = False,
+    actor: str = "operator",
 ) -> int:
     """Expire (set ``expires_at = now``) the not-yet-expired experiences created before
-    ``created_before``; returns how many (``dry_run``: how many would be)."""
+    ``created_before``, each with an ``expired`` event by ``actor``; returns how many (``dry_run``:
+    how many would be)."""
     where, params = _scope(tenant_id, corpus_id)
     params |= {"before": created_before, "now": now}
     cond = f"{where} AND created_at < :before AND (expires_at IS NULL OR expires_at > :now)"
     if dry_run:
         return int(session.execute(text(f"SELECT count(*) FROM experiences WHERE {cond}"), params).scalar_one())
-    return rowcount(session.execute(text(f"UPDATE experiences SET expires_at = :now WHERE {cond}"), params))
+    return with_events(
+        session,
+        f"UPDATE experiences SET expires_at = :now WHERE {cond} RETURNING tenant_id, corpus_id, id",
+        params,
+        event="expired",
+        actor=actor,
+        reason=f"created before {created_before.isoformat()}",
+    )
 
 
 @dataclass(frozen=True)
@@ -716,13 +799,16 @@ def _prune_parts(
             raise InvalidInput("max_per_tenant must be >= 0")
         params["keep"] = criteria.max_per_tenant
         parts["max_per_tenant"] = (
-            f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY tenant_id ORDER BY"
-            f" fusion_uses + scaffold_uses DESC, confidence DESC, created_at DESC, id DESC) AS rk"
+            f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY tenant_id ORDER BY (trust = 'verified') DESC,"
+            f" fusion_uses + scaffold_uses + answer_uses DESC, confidence DESC, created_at DESC, id DESC) AS rk"
             f" FROM experiences WHERE {where}) z WHERE rk > :keep"
         )
     if criteria.min_confidence is not None:
         params["minc"] = criteria.min_confidence
-        parts["min_confidence"] = f"SELECT id FROM experiences WHERE {where} AND confidence < :minc"
+        # the gate's score says nothing about what a person verified: those stay
+        parts["min_confidence"] = (
+            f"SELECT id FROM experiences WHERE {where} AND confidence < :minc AND trust <> 'verified'"
+        )
     if criteria.unused_since is not None:
         params["since"] = criteria.unused_since
         parts["unused_since"] = (
@@ -745,12 +831,15 @@ def prune(
     tenant_id: int | None = None,
     corpus_id: int | None = None,
     dry_run: bool = False,
+    actor: str = "operator",
 ) -> dict[str, int]:
-    """Delete experiences by the given criteria; returns the count per criterion and the total
-    (an experience matching several criteria counts once in ``total``).
+    """Delete experiences by the given criteria, each with a ``deleted`` event by ``actor`` naming
+    the criteria; returns the count per criterion and the total (an experience matching several
+    criteria counts once in ``total``).
 
-    ``max_per_tenant`` keeps each tenant's ``N`` most useful experiences, usefulness ordered by
-    total uses, then confidence, then recency; the rest go, least useful first.
+    ``max_per_tenant`` keeps each tenant's ``N`` most useful experiences: verified ones first, then
+    by total uses, confidence and recency; the rest go, least useful first. ``min_confidence``
+    never deletes a verified experience (the gate's score is not what a person vouched for).
     """
     parts, params = _prune_parts(criteria, now=now, tenant_id=tenant_id, corpus_id=corpus_id)
     counts = {
@@ -761,8 +850,14 @@ def prune(
     if dry_run:
         counts["total"] = int(session.execute(text(f"SELECT count(*) FROM ({union}) q"), params).scalar_one())
     else:
-        res = session.execute(text(f"DELETE FROM experiences WHERE id IN ({union})"), params)
-        counts["total"] = rowcount(res)
+        counts["total"] = with_events(
+            session,
+            f"DELETE FROM experiences WHERE id IN ({union}) RETURNING tenant_id, corpus_id, id",
+            params,
+            event="deleted",
+            actor=actor,
+            reason="prune: " + ", ".join(parts),
+        )
     return counts
 
 
@@ -790,8 +885,11 @@ _STATUS = {
     "active": _ACTIVE.format(a=""),
     "stale": "stale",
     "expired": "expires_at IS NOT NULL AND expires_at <= :now",
+    "retracted": "trust = 'retracted'",
 }
-"""The list filter ``status``: active (neither stale nor expired), stale, expired."""
+"""The list filter ``status``: active (neither stale, retracted nor expired), stale, expired, retracted."""
+TRUSTS = ("unverified", "verified", "retracted")
+"""``experiences.trust`` (migration 0011)."""
 
 
 def list_experiences(
@@ -805,9 +903,10 @@ def list_experiences(
     offset: int = 0,
     status: str | None = None,
     min_confidence: float | None = None,
+    trust: str | None = None,
 ) -> list[ExperienceRecord]:
-    """Experiences, newest first; ``status`` (active, stale, expired; needs ``now``) and
-    ``min_confidence`` filter them."""
+    """Experiences, newest first; ``status`` (active, stale, expired, retracted; needs ``now``),
+    ``min_confidence`` and ``trust`` (unverified, verified, retracted) filter them."""
     where, params = _scope(tenant_id, corpus_id)
     if not include_inactive:
         where += " AND " + _ACTIVE.format(a="")
@@ -820,6 +919,11 @@ def list_experiences(
     if min_confidence is not None:
         where += " AND confidence >= :minc_list"
         params["minc_list"] = float(min_confidence)
+    if trust is not None:
+        if trust not in TRUSTS:
+            raise InvalidInput(f"trust must be one of {', '.join(TRUSTS)}, got {trust!r}")
+        where += " AND trust = :trust_list"
+        params["trust_list"] = trust
     params |= {"lim": limit, "off": offset}
     rows = session.execute(
         text(f"{_RECORD_SELECT} WHERE {where} ORDER BY created_at DESC, id DESC LIMIT :lim OFFSET :off"),
@@ -838,49 +942,54 @@ class ReusableExperience:
     summary: str
     confidence: float
     source_passage_ids: tuple[int, ...]
+    trust: str = "unverified"
 
 
-@dataclass(frozen=True)
-class ReuseLookup:
-    """What :func:`reusable_experiences` found: the usable experiences, and the ids it saw stored
-    without the gates (an experience's gate verdict is written once, at its insert)."""
-
-    usable: list[ReusableExperience]
-    ungated: list[int]
+REUSE_POLICIES = ("verified", "gated")
+"""``experience.reuse_answers_from``: verified (a person vouched for it), or gated (verified, or
+stored through the gates with confidence at least the floor)."""
 
 
-def reusable_experiences(session: Session, ids: Sequence[int], *, min_confidence: float, now: datetime) -> ReuseLookup:
-    """Of ``ids``, the experiences active now (not stale, not expired), stored through the gates
-    (``grounding.gated``) with confidence (GS) at least ``min_confidence``, in the order of ``ids``;
-    and those of ``ids`` that are active but were stored without the gates."""
+def reusable_experiences(
+    session: Session,
+    ids: Sequence[int],
+    *,
+    policy: str,
+    min_confidence: float,
+    now: datetime,
+    question_key: str,
+    answer_key: Callable[[str], str],
+) -> list[ReusableExperience]:
+    """Of ``ids``, in their order, the experiences whose answer may be given again for a question of
+    key ``question_key``: active now (not stale, not retracted, not expired), allowed by ``policy``
+    (:data:`REUSE_POLICIES`), and whose answer (by ``answer_key``) people have not marked wrong for
+    that question in its corpus (``rejected_answers``)."""
+    if policy not in REUSE_POLICIES:
+        raise InvalidInput(f"reuse policy must be one of {', '.join(REUSE_POLICIES)}, got {policy!r}")
     if not ids:
-        return ReuseLookup([], [])
+        return []
     rows = session.execute(
         text(
-            "SELECT id, query, answer, summary, confidence, source_passage_ids,"
-            " coalesce((grounding ->> 'gated') = 'true', false) FROM experiences"
-            " WHERE id = ANY(:ids) AND NOT stale AND (expires_at IS NULL OR expires_at > :now)"
+            "SELECT x.id, x.query, x.answer, x.summary, x.confidence, x.source_passage_ids, x.trust, x.gated,"
+            " coalesce((SELECT array_agg(r.answer_key) FROM rejected_answers r WHERE r.tenant_id = x.tenant_id"
+            "   AND r.corpus_id = x.corpus_id AND r.question_key = :qk), '{}')"
+            f" FROM experiences x WHERE x.id = ANY(:ids) AND {_ACTIVE.format(a='x.')}"
         ),
-        {"ids": [int(i) for i in ids], "now": now},
+        {"ids": [int(i) for i in ids], "now": now, "qk": question_key},
     ).all()
-    found = {
-        int(r[0]): ReusableExperience(int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ()))
-        for r in rows
-        if r[6] and float(r[4]) >= float(min_confidence)
-    }
-    ungated = sorted(int(r[0]) for r in rows if not r[6])
-    return ReuseLookup([found[int(i)] for i in ids if int(i) in found], ungated)
+    found: dict[int, ReusableExperience] = {}
+    for r in rows:
+        trust, gated, wrong = r[6], bool(r[7]), set(r[8] or ())
+        allowed = trust == "verified" or (policy == "gated" and gated and float(r[4]) >= float(min_confidence))
+        if allowed and answer_key(r[2]) not in wrong:
+            found[int(r[0])] = ReusableExperience(
+                int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ()), trust=trust
+            )
+    return [found[int(i)] for i in ids if int(i) in found]
 
 
 def get_experience(session: Session, experience_id: int) -> ExperienceRecord:
-    rows = session.execute(
-        text(
-            "SELECT id, tenant_id, corpus_id, query, answer, confidence, created_at, expires_at, fusion_uses,"
-            " scaffold_uses, last_used_at, stale, stale_reason,"
-            " (SELECT count(*) FROM jsonb_object_keys(activation)) FROM experiences WHERE id = :i"
-        ),
-        {"i": experience_id},
-    ).all()
+    rows = session.execute(text(f"{_RECORD_SELECT} WHERE id = :i"), {"i": int(experience_id)}).all()
     if not rows:
         raise NotFound(f"no experience with id {experience_id}")
     return ExperienceRecord(*rows[0])
@@ -921,19 +1030,49 @@ def ensure_hnsw_index(session: Session, dim: int) -> str:
     return str(session.execute(text("SELECT livingrag_ensure_experience_hnsw(:d)"), {"d": dim}).scalar_one())
 
 
-def expire_experience(session: Session, experience_id: int, *, now: datetime) -> None:
-    """Expire one experience now (``expires_at = now`` unless it expired earlier); :class:`NotFound`
-    when this session cannot see it."""
-    res = session.execute(
-        text("UPDATE experiences SET expires_at = least(coalesce(expires_at, :now), :now) WHERE id = :i"),
+def expire_experience(
+    session: Session,
+    experience_id: int,
+    *,
+    now: datetime,
+    actor: str = "operator",
+    key_id: int | None = None,
+    reason: str | None = None,
+) -> None:
+    """Expire one experience now (``expires_at = now`` unless it expired earlier), with an
+    ``expired`` event by ``actor``; :class:`NotFound` when this session cannot see it."""
+    n = with_events(
+        session,
+        "UPDATE experiences SET expires_at = least(coalesce(expires_at, :now), :now) WHERE id = :i"
+        " RETURNING tenant_id, corpus_id, id",
         {"i": int(experience_id), "now": now},
+        event="expired",
+        actor=actor,
+        key_id=key_id,
+        reason=reason,
     )
-    if not rowcount(res):
+    if not n:
         raise NotFound(f"no experience with id {experience_id}")
 
 
-def delete_experience(session: Session, experience_id: int) -> None:
-    """Delete one experience (its entity rows cascade); :class:`NotFound` when this session cannot see it."""
-    res = session.execute(text("DELETE FROM experiences WHERE id = :i"), {"i": int(experience_id)})
-    if not rowcount(res):
+def delete_experience(
+    session: Session,
+    experience_id: int,
+    *,
+    actor: str = "operator",
+    key_id: int | None = None,
+    reason: str | None = None,
+) -> None:
+    """Delete one experience (its entity rows cascade; its history stays, with a ``deleted`` event
+    by ``actor``); :class:`NotFound` when this session cannot see it."""
+    n = with_events(
+        session,
+        "DELETE FROM experiences WHERE id = :i RETURNING tenant_id, corpus_id, id",
+        {"i": int(experience_id)},
+        event="deleted",
+        actor=actor,
+        key_id=key_id,
+        reason=reason,
+    )
+    if not n:
         raise NotFound(f"no experience with id {experience_id}")
