@@ -242,7 +242,7 @@ PAPER_EXPERIENCE: dict[str, Any] = {
 }
 """``experience.profile=paper``: eq. 7-13 as the paper writes them (no floors, no map truncation, scaffolds
 with their names); the paper states no K, so ``top_k`` keeps its value. Explicit settings still win."""
-PAPER_GATES: dict[str, Any] = {"answer_form": False}
+PAPER_GATES: dict[str, Any] = {"answer_form": False, "answer_types": False}
 """``experience.profile=paper``: the gates of eq. 14-19 alone (no answer-form check)."""
 
 
@@ -421,6 +421,12 @@ class GateSettings(_Group):
         default=True,
         description="Before grounding, reject an answer of the wrong form (a name for 'when', neither option of "
         "'A or B?', not yes/no for a yes/no question).",
+    )
+    answer_types: bool = Field(
+        default=True,
+        description="With answer_form: also reject an answer whose named entities (the NER model's labels) are "
+        "all of a type the question cannot want (a person for 'where', a place for 'who', ...); an answer the "
+        "NER reads no entity in passes.",
     )
 
     @field_validator("verifier", mode="before")

@@ -20,6 +20,7 @@ app = typer.Typer(
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
         "livingrag bench graph-load --tenant bench --corpus bench-2wikimultihopqa",
         "livingrag bench llm",
+        "livingrag bench answer-types --run benchmarks/results/2wiki-300-offline",
     ),
     no_args_is_help=True,
 )
@@ -410,3 +411,30 @@ def reuse(
         print_json(out)
     else:
         console.print(format_report(out), highlight=False, markup=False)
+
+
+@app.command(
+    name="answer-types",
+    help="Replay the answer-type rule of the answer-form check (gates.answer_form) over kept `eval stream` runs, "
+    "without a database or an LLM: for each run folder's records.jsonl, the candidates that were stored (and those "
+    "that reached the grounding gate) are checked with and without the spaCy NER labels of their answer "
+    "(models.ner_model), and the answers the labels alone would reject are counted as wrong ones removed or right "
+    "ones lost (Contain against the gold answers), per run, in total and per answer kind, with each removed answer."
+    + examples(
+        "livingrag bench answer-types --run benchmarks/results/2wiki-300-offline",
+        "livingrag bench answer-types --run benchmarks/results/musique-100-offline "
+        "--run benchmarks/results/2wiki-300-offline --json",
+    ),
+)
+def answer_types(
+    run: list[Path] = typer.Option(..., "--run", help="A run folder with records.jsonl (repeat for several)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.bench.answer_types import format_report, measure_runs
+
+    m = load_settings().models
+    report = measure_runs(run, model=m.ner_model, batch_size=m.ner_batch_size)
+    if as_json:
+        print_json(report)
+    else:
+        console.print(format_report(report), highlight=False, markup=False)

@@ -112,6 +112,13 @@ class SpacyExtractor:
             doc = self._nlp(question)
         return _dedupe([e.text for e in doc.ents if e.label_ not in DROPPED_LABELS])
 
+    def entity_labels(self, text: str) -> list[str]:
+        """The label of every entity spaCy finds in ``text``, in order, repeats kept and nothing
+        dropped (CARDINAL, DATE, ... included: the answer-form check reads them)."""
+        with self._lock:
+            doc = self._nlp(text)
+        return [e.label_ for e in doc.ents]
+
 
 def _load_spacy(model: str) -> Language:
     """Load ``model`` keeping the NER component, what it listens to, and a sentence splitter."""
@@ -279,6 +286,24 @@ def _cached_spacy(model: str, batch_size: int) -> SpacyExtractor:
         return _spacy_cache[key]
 
 
+def answer_entity_labels(answer: str, model: str, *, batch_size: int = 64) -> list[str]:
+    """The spaCy NER labels of the entities in ``answer`` (one per entity, in order; ``[]`` for an
+    empty answer or one with no entity), the ``answer_labels`` of
+    :func:`livingrag.experience.answer_form.check_answer_form`.
+
+    Runs the process's cached pipeline of ``model`` (``models.ner_model``): one already loaded for
+    that model, whatever its batch size, else the one :func:`make_extractor` would load for
+    ``batch_size`` (``models.ner_batch_size``), so no second copy of the model is loaded. Raises
+    :class:`~livingrag.errors.ModelUnavailable` when the model cannot be loaded.
+    """
+    text = " ".join((answer or "").split())
+    if not text:
+        return []
+    with _spacy_lock:
+        loaded = next((x for (name, _), x in _spacy_cache.items() if name == model), None)
+    return (loaded or _cached_spacy(model, batch_size)).entity_labels(text)
+
+
 __all__ = [
     "DROPPED_LABELS",
     "EntityExtractor",
@@ -286,6 +311,7 @@ __all__ = [
     "LLMExtractor",
     "Mention",
     "SpacyExtractor",
+    "answer_entity_labels",
     "llm_factory",
     "make_extractor",
     "split_sentences",

@@ -10,12 +10,37 @@ everything they cannot read:
   year, a month, a season or a century/decade word;
 * "how many", "how much", "how old", "how long", "how far": the answer must hold a number;
 * a yes/no question (it opens with an auxiliary verb and has no "or"): the answer must be yes or
-  no; and an answer of "yes"/"no" to a question that is neither that nor a choice is a mismatch.
+  no; and an answer of "yes"/"no" to a question that is neither that nor a choice is a mismatch;
+* answer types, when the caller passes ``answer_labels`` (the spaCy NER labels found in the answer
+  text, OntoNotes scheme): a question whose opening asks for a kind of thing (:data:`ANSWER_TYPES`)
+  is a mismatch only when every label of its answer is one that kind cannot be. An answer with no
+  entity, with a label the kind neither wants nor excludes (WORK_OF_ART, EVENT, PRODUCT, LAW, ...),
+  or with labels of two sorts of which one could fit, fits. The kinds:
+
+  - *a person or group* ("who", "whom", "whose"): wants PERSON, ORG, NORP; cannot be GPE, LOC,
+    FAC, a date, a time, a number or a language. When the question's verb is one a state or an army
+    can do (won, defeated, invaded, ruled, colonised, allied, ...: :data:`COLLECTIVE_VERBS`), GPE,
+    LOC and FAC are allowed too ("Who won the war?" "France");
+  - *a place* ("where", "in which/what country|city|county|...", "what is the place of birth",
+    "what is the birthplace"): wants GPE, LOC, FAC, ORG (ORG because "Where did she study?" is
+    answered "Harvard University", and hospitals, universities and companies are places of work,
+    birth and death); cannot be PERSON, a date, a time, a number or a language. NORP ("French") is
+    neither: a nationality is a poor place but may name one, so it fits;
+  - *a nationality or country* ("what nationality", "what is the nationality"): wants NORP, GPE;
+    cannot be PERSON, FAC, a date, a time or a number (LOC, ORG, LANGUAGE fit: "English");
+  - *a time* ("what is/was the date|year|day of ...", which the "when" rule above does not read):
+    wants DATE, TIME; cannot be PERSON, NORP, FAC, ORG, GPE, LOC, LANGUAGE, WORK_OF_ART or PRODUCT,
+    and an answer that holds a number, a month or a time word always fits (EVENT fits: "during the
+    Second World War").
+
+  "when" and "how many" questions keep their word rules above (a label adds nothing there), and the
+  labels are not read for choices and yes/no questions, which the first rules decide.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _WORD = re.compile(r"[0-9]+|[^\W\d_]+")
@@ -43,6 +68,70 @@ _WHEN = re.compile(r"^(when|what (year|date|day|month|time)|which (year|date|day
 _HOW_MUCH = re.compile(r"^(how (many|much|old|long|far|tall|big|large|often))\b")
 _OPTIONS = re.compile(r",\s*([^,?]+?)\s+or\s+([^,?]+?)\s*\?\s*$", re.IGNORECASE)
 _ARTICLES = {"the", "a", "an"}
+
+_NUMERIC_LABELS = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
+COLLECTIVE_VERBS = frozenset({
+    "won", "win", "wins", "defeated", "defeat", "defeats", "beat", "beaten", "invaded", "invade", "invades",
+    "ruled", "rule", "rules", "colonized", "colonised", "colonize", "colonise", "conquered", "conquer",
+    "occupied", "occupy", "annexed", "annex", "controlled", "control", "controls", "allied", "ally", "allies",
+    "fought", "fight", "attacked", "attack", "declared", "signed", "sign", "hosted", "host", "hosts",
+    "surrendered", "lost", "bombed", "captured", "recognized", "recognised", "owns", "owned", "bought",
+})  # fmt: skip
+"""Verbs of a "who" question whose subject may be a state or an army (then GPE, LOC, FAC fit)."""
+
+
+@dataclass(frozen=True)
+class AnswerType:
+    """One kind of answer a question's opening asks for: the NER labels that kind may carry
+    (``wants``, named in messages) and those it cannot (``excludes``); other labels are unknown."""
+
+    name: str
+    wants: tuple[str, ...]
+    excludes: frozenset[str]
+
+    @property
+    def expected(self) -> str:
+        """What a mismatch says was wanted, e.g. ``a place (GPE, LOC, FAC, ORG)``."""
+        return f"{self.name} ({', '.join(self.wants)})"
+
+
+PERSON_TYPE = AnswerType(
+    "a person or group", ("PERSON", "ORG", "NORP"), frozenset({"GPE", "LOC", "FAC", "LANGUAGE"} | _NUMERIC_LABELS)
+)
+COLLECTIVE_TYPE = AnswerType(
+    "a person, group or state",
+    ("PERSON", "ORG", "NORP", "GPE", "LOC", "FAC"),
+    frozenset({"LANGUAGE"} | _NUMERIC_LABELS),
+)
+PLACE_TYPE = AnswerType("a place", ("GPE", "LOC", "FAC", "ORG"), frozenset({"PERSON", "LANGUAGE"} | _NUMERIC_LABELS))
+NATIONALITY_TYPE = AnswerType(
+    "a nationality or country", ("NORP", "GPE"), frozenset({"PERSON", "FAC"} | _NUMERIC_LABELS)
+)
+TIME_TYPE = AnswerType(
+    "a time",
+    ("DATE", "TIME"),
+    frozenset({"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "LANGUAGE", "WORK_OF_ART", "PRODUCT"}),
+)
+_PLACE_NOUNS = (
+    r"(country|countries|city|cities|town|village|county|state|province|region|continent|place|nation|island|"
+    r"district|municipality|borough|neighbou?rhood|location|capital|river|mountain|lake|sea|ocean)"
+)
+_WHO = re.compile(r"^(who|whom|whose)\b")
+_PLACE = re.compile(
+    r"^(where\b|((in|of|from|at|to|into|on|near) )?(what|which) " + _PLACE_NOUNS + r"\b|"
+    r"(what|which) (is|was|were|are) the ((place|city|town|location) of (birth|death|burial)|birthplace|hometown)\b)"
+)
+_NATIONALITY = re.compile(
+    r"^((what|which) nationality\b|(what|which) (is|was|were|are) the (nationality|country of citizenship)\b)"
+)
+_DATE_OF = re.compile(r"^(what|which) (is|was|were|are) the ((birth|death) )?(date|year|day|month|time)\b")
+ANSWER_TYPES: tuple[tuple[str, AnswerType], ...] = (
+    ("who / whom / whose", PERSON_TYPE),
+    ("where, in which country/city/..., what is the place of birth/death/burial", PLACE_TYPE),
+    ("what nationality, what is the nationality", NATIONALITY_TYPE),
+    ("what is/was the date/year/day of", TIME_TYPE),
+)
+"""The question openings read and the kind each asks for (documentation; :func:`answer_type` decides)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +168,49 @@ def _holds_time(tokens: list[str]) -> bool:
     return _holds_number(tokens) or any(t in _MONTHS or t in _TIME_WORDS for t in tokens)
 
 
-def check_answer_form(question: str, answer: str) -> FormCheck:
-    """The rules of the module doc, in that order; an empty answer or question always fits."""
+def answer_type(question: str) -> AnswerType | None:
+    """The kind of answer ``question``'s opening asks for (module doc), or ``None`` for none read.
+
+    Only the opening counts ("Where was the director of the film that was set in Paris born?" asks
+    for a place, "What is the name of the airport in the city where ..." for nothing read here).
+    """
+    ql = " ".join((question or "").split()).lower()
+    if _WHO.match(ql):
+        return COLLECTIVE_TYPE if any(t in COLLECTIVE_VERBS for t in _tokens(ql)) else PERSON_TYPE
+    if _NATIONALITY.match(ql):
+        return NATIONALITY_TYPE
+    if _PLACE.match(ql):
+        return PLACE_TYPE
+    if _DATE_OF.match(ql):
+        return TIME_TYPE
+    return None
+
+
+def check_answer_type(question: str, answer: str, answer_labels: Sequence[str]) -> FormCheck:
+    """The answer-type rule alone (module doc): a mismatch only when ``answer_labels`` is not empty
+    and every label is one the question's kind excludes; a time question's answer that holds a
+    number, a month or a time word always fits."""
+    kind = answer_type(question)
+    labels = [str(label).strip().upper() for label in answer_labels if str(label).strip()]
+    if kind is None or not labels:
+        return FormCheck(True, None if kind is None else kind.expected)
+    if kind is TIME_TYPE and _holds_time(_tokens(answer)):
+        return FormCheck(True, kind.expected)
+    if all(label in kind.excludes for label in labels):
+        found = ", ".join(dict.fromkeys(labels))
+        shown = " ".join((answer or "").split())
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        return FormCheck(False, kind.expected, f"the question asks for {kind.expected}, got {found} {shown!r}")
+    return FormCheck(True, kind.expected)
+
+
+def check_answer_form(question: str, answer: str, answer_labels: Sequence[str] | None = None) -> FormCheck:
+    """The rules of the module doc, in that order; an empty answer or question always fits.
+
+    ``answer_labels``: the NER labels found in ``answer`` (spaCy's OntoNotes labels, one per
+    entity; :func:`livingrag.corpus.ner.answer_entity_labels`), or ``None`` when unknown: then the
+    answer-type rule is skipped and only the word rules run.
+    """
     q = " ".join((question or "").split())
     a = " ".join((answer or "").split()).strip(" .")
     if not q or not a:
@@ -117,4 +247,6 @@ def check_answer_form(question: str, answer: str) -> FormCheck:
         if _holds_number(toks):
             return FormCheck(True, "a quantity")
         return FormCheck(False, "a quantity", "the question asks how many or how much; the answer holds no number")
+    if answer_labels is not None:
+        return check_answer_type(q, a, answer_labels)
     return FormCheck(True)

@@ -32,12 +32,13 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from livingrag.config import Settings
+from livingrag.corpus.ner import answer_entity_labels
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories import trust as trust_repo
-from livingrag.errors import InvalidInput, NotFound
+from livingrag.errors import InvalidInput, ModelUnavailable, NotFound
 from livingrag.experience.answer_form import check_answer_form
 from livingrag.experience.answer_reuse import question_key
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
@@ -548,7 +549,7 @@ class ExperienceStore:
 
             t2 = time.perf_counter()
             if resolved.verifier is not None and self.gates.answer_form:
-                form = check_answer_form(c.query, c.answer)
+                form = check_answer_form(c.query, c.answer, self._answer_labels(c.answer))
                 if not form.fits:  # an answer of the wrong form is not an experience, however grounded
                     details |= {"stage": "answer_form", "expected": form.expected}
                     timings["grounding_ms"] = _ms(t2)
@@ -590,6 +591,18 @@ class ExperienceStore:
         log.warning("write-back of %r failed: %s", g.c.query[:80], exc, exc_info=True)
         g.details["error_type"] = type(exc).__name__
         return self._decide(g, "error", reason=f"{type(exc).__name__}: {exc}"[:2000])
+
+    def _answer_labels(self, answer: str) -> list[str] | None:
+        """The NER labels of ``answer`` for the answer-type rule (``gates.answer_types``), or None
+        (the rule off, or no NER model: then only the word rules of the answer-form check run)."""
+        if not self.gates.answer_types:
+            return None
+        m = self.settings.models
+        try:
+            return answer_entity_labels(answer, m.ner_model, batch_size=m.ner_batch_size)
+        except ModelUnavailable as exc:
+            log.warning("answer types not checked (%s); the answer-form word rules still run", exc)
+            return None
 
     @staticmethod
     def _marked_wrong(s: Session, c: _Checked) -> bool:
