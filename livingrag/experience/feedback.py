@@ -379,10 +379,12 @@ class TrustService:
             return out
         ckey = question_key(answer)
         trust_repo.forget_wrong(s, q.corpus_id, qkey, ckey)
+        # every experience that gave the wrong answer to this question, retracted now or before
+        corrected = [i for i, a in trust_repo.retracted_for_question(s, q.corpus_id, qkey) if question_key(a) == akey]
         same = [i for i, a in trust_repo.active_for_question(s, q.corpus_id, qkey, now=now) if question_key(a) == ckey]
         if same:
             self._verify_in(s, tenant_id, q.corpus_id, same[0], actor, note, now, q.id)
-            self._corrected_events(s, tenant_id, q.corpus_id, retracted, same[0], actor, q.id)
+            self._corrected_events(s, tenant_id, q.corpus_id, corrected, same[0], actor, q.id)
             messages.append(f"the corrected answer was stored already: experience {same[0]} verified")
             return out | {"verified_ids": [same[0]], "stored_experience_id": None}
         if material is None or check is None:
@@ -413,7 +415,7 @@ class TrustService:
         if stored is None:
             messages.append(f"the correction is recorded but not stored: {why}")
             return out
-        self._corrected_events(s, tenant_id, q.corpus_id, retracted, stored, actor, q.id)
+        self._corrected_events(s, tenant_id, q.corpus_id, corrected, stored, actor, q.id)
         messages.append(
             f"the corrected answer is stored as verified experience {stored}, "
             + (

@@ -178,6 +178,19 @@ def active_for_question(session: Session, corpus_id: int, question_key: str, *, 
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
+def retracted_for_question(session: Session, corpus_id: int, question_key: str) -> list[tuple[int, str]]:
+    """``(id, answer)`` of the retracted experiences of a corpus whose question has key
+    ``question_key``, oldest first."""
+    rows = session.execute(
+        text(
+            "SELECT id, answer FROM experiences WHERE corpus_id = :c AND question_key = :k AND trust = 'retracted'"
+            " ORDER BY id"
+        ),
+        {"c": int(corpus_id), "k": question_key},
+    ).all()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
 @dataclass(frozen=True)
 class Material:
     """What storing a new experience for a question needs of an earlier one: its query embedding,
@@ -208,7 +221,7 @@ def experience_material(session: Session, experience_id: int) -> Material:
         id=int(row[0]),
         query=row[1],
         query_template=row[2],
-        embedding=np.asarray(row[3], dtype=np.float32),
+        embedding=np.asarray(row[3].to_numpy() if hasattr(row[3], "to_numpy") else row[3], dtype=np.float32),
         activation={int(k): float(v) for k, v in (row[4] or {}).items()},
         source_passage_ids=tuple(int(p) for p in row[5] or ()),
         corpus_version=int(row[6]),
