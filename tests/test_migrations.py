@@ -289,3 +289,37 @@ def test_0005_keeps_existing_tenant_keys_working_and_downgrades(fresh_db: Databa
     with fresh_db.app_session() as s:
         grant = api_keys.grant_for_key(s, newer)
     assert grant is not None and grant.tenant_id == 950
+
+
+def test_0011_gives_existing_experiences_their_provenance_and_question_key(fresh_db: Database) -> None:
+    """Rows stored before 0011 become ``unverified``; their origin comes from what they recorded
+    (the verifier, whether the gates ran) and their question key is the one answer reuse computes."""
+    migrate.upgrade(fresh_db, "0010")
+    _populate_v1(fresh_db)
+    with fresh_db.owner_session() as s:
+        s.execute(
+            text(
+                "INSERT INTO experiences (id, tenant_id, corpus_id, query, query_embedding, embedding_dim, activation,"
+                " summary, answer, confidence, grounding) VALUES"
+                " (908, 901, 902, 'Who met  BOB?!', '[0,1,0]', 3, '{}', 's', 'Alice', 0.9,"
+                "  '{\"gated\": true, \"verifier\": \"judge\"}'),"
+                " (909, 901, 902, 'q', '[0,0,1]', 3, '{}', 's', 'a', 1.0, '{\"gated\": false, \"verifier\": \"none\"}'),"
+                " (910, 901, 902, 'q2', '[0,1,1]', 3, '{}', 's', 'a', 0.7, '{\"gated\": true, \"verifier\": \"offline\"}')"
+            )
+        )
+    migrate.upgrade(fresh_db)
+    with fresh_db.owner_engine.connect() as c:
+        got = c.execute(
+            text(
+                "SELECT id, origin, origin_detail, trust, gated, question_key, answer_uses FROM experiences"
+                " WHERE id >= 907 ORDER BY id"
+            )
+        ).all()
+    assert [tuple(r) for r in got] == [
+        (907, "ungated", None, "unverified", False, "who met bob", 0),  # recorded nothing: as answer reuse read it
+        (908, "judge", "judge", "unverified", True, "who met bob", 0),
+        (909, "ungated", "none", "unverified", False, "q", 0),
+        (910, "gate", "offline", "unverified", True, "q2", 0),
+    ]
+    migrate.downgrade(fresh_db, "0010")
+    migrate.upgrade(fresh_db)
