@@ -763,7 +763,7 @@ def test_a_question_form_met_before_is_not_embedded_again(
     enc = a.retrieval.encoding
     assert enc.template_text == first.retrieval.encoding.template_text == mask(same_form, enc.mentions)
     assert spy.passes[0] == [same_form]
-    cached = rag.store.template_vector(enc.template_text)
+    cached = rag.store.template_vector(tenant_id, enc.template_text)
     assert cached is not None
     np.testing.assert_allclose(enc.template_embedding, cached)
     spy.passes.clear()
@@ -804,7 +804,7 @@ def test_living_answer_embeds_nothing_extra_for_the_scaffold(
         e1 = store_first(rag, tenant_id, corpus)
         first = rag.retriever(tenant_id, corpus).encode(Q1, template=mask)
         assert first.template_text is not None
-        assert rag.store.template_vector(first.template_text) is not None  # cached on the write-back thread
+        assert rag.store.template_vector(tenant_id, first.template_text) is not None  # cached on the write-back thread
         assert encoder.calls == 0  # from the question's own forward pass, not embedded again
         slow.release.clear()  # hold the next write-back in its verifier
         a = rag.answer(Q2, tenant=tenant_id, corpus=corpus.id)

@@ -172,9 +172,10 @@ class ExperienceStore:
             self._resolved = ResolvedVerifier(verifier, verifier.name, "given")
         else:
             self._resolved = None
-        self._templates: OrderedDict[str, np.ndarray] = OrderedDict()
-        """Unit template embeddings of eq. 12 by template text (LRU, ``template_cache_size``): a
-        question form met once, stored or asked, is not embedded again in this process."""
+        self._templates: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        """Unit template embeddings of eq. 12 by (tenant, template text) (LRU, ``template_cache_size``):
+        a question form a tenant met once, stored or asked, is not embedded again for that tenant in
+        this process."""
         self._dims: dict[tuple[int, int], int] = {}
 
     # ---------------------------------------------------------------- shared pieces
@@ -306,7 +307,7 @@ class ExperienceStore:
         exp = self.exp
         lam, tfloor, ftfloor = exp.scaffold_lambda, exp.scaffold_template_floor, exp.fusion_template_floor
         t_tpl = time.perf_counter()
-        tsims = self._template_similarities(encoding, rows) if self.templates_needed else np.zeros(len(rows))
+        tsims = self._template_similarities(tenant_id, encoding, rows) if self.templates_needed else np.zeros(len(rows))
         template_ms = _ms(t_tpl)
         # eq. 9-10 over the top K; experiences under the fusion floor (or, with fusion_template_floor,
         # of another question form) keep their place in ``top`` but get weight 0, which fuse() skips.
@@ -372,14 +373,17 @@ class ExperienceStore:
             timings=timings,
         )
 
-    def _template_similarities(self, encoding: QueryEncoding, rows: Sequence[repo.CandidateRow]) -> np.ndarray:
+    def _template_similarities(
+        self, tenant_id: int, encoding: QueryEncoding, rows: Sequence[repo.CandidateRow]
+    ) -> np.ndarray:
         """``cos(Emb(T(q)), Emb(T(q_k)))`` of eq. 12 for each candidate row. Template vectors come
-        from the cache by template text, else from the question's forward pass (the query's own),
-        else from the encoder; all of them are then cached (in memory, LRU, never stored)."""
+        from the tenant's cache by template text, else from the question's forward pass (the
+        query's own), else from the encoder; all of them are then cached (in memory, LRU, never
+        stored)."""
         query_template = mask(encoding.question, encoding.mentions)
         given = encoding.template_embedding if encoding.template_text == query_template else None
         row_texts = [r.query_template or mask(r.query, None) for r in rows]
-        known = self._cached_templates([query_template, *row_texts])
+        known = self._cached_templates(tenant_id, [query_template, *row_texts])
         fresh: dict[str, np.ndarray] = {}
         if query_template not in known and given is not None:
             fresh[query_template] = _unit(given)
@@ -387,33 +391,37 @@ class ExperienceStore:
         if missing:
             vecs = np.asarray(self.encoder.encode(missing), dtype=np.float64)
             fresh |= {t: _unit(v) for t, v in zip(missing, vecs, strict=True)}
-        self._cache_templates(fresh)  # the cached ones were marked as used when they were read
+        self._cache_templates(tenant_id, fresh)  # the cached ones were marked as used when they were read
         known |= fresh
         q = known[query_template]
         return np.array([float(known[t] @ q) for t in row_texts])
 
-    def template_vector(self, template: str) -> np.ndarray | None:
-        """The cached unit embedding of a question template (eq. 11), or None: the pipeline asks
-        before a question's forward pass, so a known question form is not embedded again."""
-        return self._cached_templates([template]).get(template)
+    def template_vector(self, tenant_id: int, template: str) -> np.ndarray | None:
+        """The unit embedding of a question template (eq. 11) cached for this tenant, or None: the
+        pipeline asks before a question's forward pass, so a question form the tenant met is not
+        embedded again."""
+        return self._cached_templates(tenant_id, [template]).get(template)
 
-    def _cached_templates(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached vectors of ``texts`` (each found one becomes the most recently used)."""
+    def _cached_templates(self, tenant_id: int, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The tenant's cached vectors of ``texts`` (each found one becomes the most recently used).
+        The cache is keyed by (tenant, template): one tenant's question forms are never another's
+        hits, so neither a vector nor the time a hit saves says what other tenants asked."""
         with self._lock:
-            found = {t: self._templates[t] for t in texts if t in self._templates}
+            found = {t: self._templates[(tenant_id, t)] for t in texts if (tenant_id, t) in self._templates}
             for t in found:
-                self._templates.move_to_end(t)
+                self._templates.move_to_end((tenant_id, t))
         return found
 
-    def _cache_templates(self, vectors: Mapping[str, np.ndarray]) -> None:
-        """Put unit template vectors into the LRU cache, then trim it to ``template_cache_size``."""
+    def _cache_templates(self, tenant_id: int, vectors: Mapping[str, np.ndarray]) -> None:
+        """Put a tenant's unit template vectors into the LRU cache, then trim it to
+        ``template_cache_size`` (over all tenants)."""
         cap = self.exp.template_cache_size
         if cap == 0:
             return
         with self._lock:
             for t, v in vectors.items():
-                self._templates[t] = v
-                self._templates.move_to_end(t)
+                self._templates[(tenant_id, t)] = v
+                self._templates.move_to_end((tenant_id, t))
             while len(self._templates) > cap:
                 self._templates.popitem(last=False)
 
@@ -692,7 +700,7 @@ class ExperienceStore:
         for exp_id, r, new in stored:
             c = r.g.c
             given = c.template_embedding if c.template_text == new.query_template else None
-            self._warm_template(exp_id, new.query_template, given)
+            self._warm_template(c.tenant_id, exp_id, new.query_template, given)
         return out
 
     def _new_experience(
@@ -831,14 +839,14 @@ class ExperienceStore:
         now = corpus_repo.passage_texts(s, c.corpus_id, [p.id for p in c.passages])
         return sorted(p.id for p in c.passages if now.get(p.id) != ((p.title or ""), p.text))
 
-    def _warm_template(self, experience_id: int, template: str | None, given: Any = None) -> None:
+    def _warm_template(self, tenant_id: int, experience_id: int, template: str | None, given: Any = None) -> None:
         """Put a just-stored experience's template embedding into the cache of eq. 12 now, on the
         write-back thread, so that the next query that meets it does not pay for it on its answer
         path: nothing to do when its text is cached already; else ``given`` (the vector the
         question's forward pass made of this template, by the same query encoder), else embedded here."""
         if not template or not self.templates_needed or self.exp.template_cache_size == 0:
             return
-        if self._cached_templates([template]):
+        if self._cached_templates(tenant_id, [template]):
             return
         try:
             raw = given if given is not None else self.encoder.encode([template])[0]
@@ -846,7 +854,7 @@ class ExperienceStore:
         except Exception as exc:  # the cache is an optimisation: matching embeds it when missing
             log.warning("could not embed the template of experience %s: %s", experience_id, exc)
             return
-        self._cache_templates({template: vec})
+        self._cache_templates(tenant_id, {template: vec})
 
     def _decide(self, g: _Gated, decision: Decision, *, reason: str | None = None) -> WriteBackResult:
         """Log a decision that stores nothing, in its own transaction."""
@@ -913,7 +921,13 @@ class ExperienceStore:
         for e, forms in (candidate.entity_names or {}).items():
             names[int(e)] = (forms,) if isinstance(forms, str) else tuple(str(f) for f in forms)
         version = candidate.corpus_version
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        if version is None:
+            raise InvalidInput(
+                "the candidate does not say which corpus version its retrieval read (corpus_version), so its "
+                "evidence cannot be checked: build it with ExperienceCandidate.from_retrieval, or pass the "
+                "retrieval's encoding.graph_version"
+            )
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"corpus_version must be a non-negative integer, got {version!r}")
         return _Checked(
             tenant_id=positive_id(candidate.tenant_id, "tenant_id"),

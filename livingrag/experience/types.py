@@ -29,8 +29,10 @@ class ExperienceCandidate:
 
     ``base_activation`` is a_base (before fusion; novelty uses it, eq. 17) and
     ``final_activation`` a_final (after propagation; sparsified into the stored map, eq. 5, and
-    anchoring KeySent, eq. 6). ``corpus_version=None`` takes the corpus's current version at
-    write time. ``mentions`` are the question's entity mentions (masked in the stored template,
+    anchoring KeySent, eq. 6). ``corpus_version`` is the version of the corpus graph the retrieval
+    read (``from_retrieval`` takes it from the encoding): the store checks the cited passages
+    against it and refuses a candidate without one, so no experience is stored with evidence that
+    changed after its retrieval. ``mentions`` are the question's entity mentions (masked in the stored template,
     eq. 11). ``entity_names`` optionally gives surface forms of activated entities for KeySent;
     missing ones are read from the corpus's entities table. ``template_text`` and
     ``template_embedding``, when the question's template was embedded in its forward pass
@@ -66,7 +68,8 @@ class ExperienceCandidate:
         query_log_id: int | None = None,
     ) -> ExperienceCandidate:
         """Build the candidate from a retrieval result (its encoding gives query, embedding, base
-        activation and mentions) and the generated explanation and answer."""
+        activation, mentions and the corpus version the retrieval read, unless ``corpus_version``
+        is given) and the generated explanation and answer."""
         enc = retrieval.encoding
         return cls(
             tenant_id=tenant_id,
@@ -78,7 +81,7 @@ class ExperienceCandidate:
             explanation=explanation,
             answer=answer,
             passages=tuple(UsedPassage(id=p.id, text=p.text, title=p.title) for p in retrieval.passages),
-            corpus_version=corpus_version,
+            corpus_version=corpus_version if corpus_version is not None else enc.graph_version,
             mentions=tuple(enc.mentions),
             query_log_id=query_log_id,
             template_text=enc.template_text,

@@ -14,6 +14,7 @@ drains them. LinearRAG is the same pipeline with experience off (mode ``linear``
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -277,7 +278,7 @@ class LivingRAG:
                 q,
                 graph=graph,
                 template=mask if templates else None,
-                known_template=self.store.template_vector if templates else None,
+                known_template=functools.partial(self.store.template_vector, tenant_id) if templates else None,
             )
 
         match: MatchResult | None = None
