@@ -323,3 +323,21 @@ def test_scaffolds_and_fusion_follow_their_trust_settings(
     trust(rag).verify(tenant_id, exp_id, actor=ALICE)
     b = strict.answer(Q2, tenant=tenant_id, corpus=corpus.id)
     assert exp_id in {f.experience_id for f in b.findings} or b.scaffold is not None or exp_id in b.fused_ids
+
+
+def test_a_write_back_never_decided_does_not_block_verdicts_for_ever(
+    db: Database,
+    clean: tuple[int, CorpusInfo],  # noqa: F811
+    rag: LivingRAG,
+) -> None:
+    """A question whose process ended before its write-back was decided: past api.recovery_grace_s
+    the verdict is taken (retracting and remembering work; nothing can be stored)."""
+    from datetime import UTC, datetime, timedelta
+
+    tenant_id, corpus = clean
+    a = rag.answer(Q1, tenant=tenant_id, corpus=corpus.id, defer_writeback=True)  # never submitted
+    later = datetime.now(UTC) + timedelta(seconds=rag.settings.api.recovery_grace_s + 1)
+    svc = TrustService(db, rag.settings, rag.store, clock=lambda: later)
+    out = svc.feedback(tenant_id, a.query_log_id, "right", actor=ALICE)
+    assert out.stored_experience_id is None and any("never decided" in m for m in out.messages)
+    assert svc.feedback(tenant_id, a.query_log_id, "wrong", actor=ALICE).remembered_wrong

@@ -51,7 +51,11 @@ def ask(*args: str) -> dict[str, Any]:
 
 
 def test_ask_json_living_reuse_and_linear(
-    llm_env: None, db: Database, corpus_tenant: tuple[int, str], server: OpenAICompatServer
+    llm_env: None,
+    db: Database,
+    corpus_tenant: tuple[int, str],
+    server: OpenAICompatServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tenant_id, tenant = corpus_tenant
     first = ask("--tenant", tenant, "--corpus", "small", "Where was the director of Silver Harbor born?")
@@ -69,7 +73,13 @@ def test_ask_json_living_reuse_and_linear(
     assert ungated["writeback"]["decision"] == "stored"  # written back without the gates (the ablation)
     exp_id = ungated["writeback"]["experience_id"]
 
-    second = ask("--tenant", tenant, "--corpus", "small", "In which town was the director of Silver Harbor born?")
+    town = "In which town was the director of Silver Harbor born?"
+    shown = ask("--tenant", tenant, "--corpus", "small", town)
+    # fused (experience.fusion_from=active), but an ungated experience is not shown in the prompt
+    # (experience.scaffolds_from=gated)
+    assert exp_id in [e["id"] for e in shown["fused_experiences"]] and shown["findings"] == []
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__SCAFFOLDS_FROM", "active")
+    second = ask("--tenant", tenant, "--corpus", "small", town)
     assert exp_id in [e["id"] for e in second["fused_experiences"]]
     # the earlier experience is stated as a finding with its names (and so not again as the scaffold)
     assert [f["id"] for f in second["findings"]] == [exp_id] and second["scaffold"] is None
@@ -82,7 +92,7 @@ def test_ask_json_living_reuse_and_linear(
 
     with db.tenant_session(tenant_id) as s:
         modes = s.execute(text("SELECT mode FROM query_log ORDER BY id")).scalars().all()
-    assert modes == ["living", "living-no-gate", "living", "linear"]
+    assert modes == ["living", "living-no-gate", "living", "living", "linear"]
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
-from livingrag.cli.common import console, examples, open_database, print_json
+from livingrag.cli.common import console, examples, experience_state, open_database, print_json, when
 
 app = typer.Typer(
     help="Experience-store maintenance: expiry, pruning, statistics." + examples("livingrag admin stats"),
@@ -23,6 +23,11 @@ TENANT = typer.Option(None, "--tenant", help="Only this tenant (name or id).")
 CORPUS = typer.Option(None, "--corpus", help="Only this corpus (name or id; needs --tenant).")
 DRY_RUN = typer.Option(False, "--dry-run", help="Report what would change; change nothing.")
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def _fixed(header: str) -> Column:
+    """A table column that keeps its values whole (the free-text columns wrap instead)."""
+    return Column(header, no_wrap=True)
 
 
 def _scope(session: Any, tenant: str | None, corpus: str | None) -> Any:
@@ -164,13 +169,18 @@ def stats(
 
 @app.command(
     name="list",
-    help="List experiences, newest first. Read-only."
-    + examples("livingrag admin list --tenant acme --limit 20", "livingrag admin list --tenant acme --active --json"),
+    help="List experiences, newest first, with who vouches for each (origin, trust) and its heuristic gate score "
+    "GS (the grounding gate's score, not a probability of being right). Read-only."
+    + examples(
+        "livingrag admin list --tenant acme --limit 20",
+        "livingrag admin list --tenant acme --trust verified --json",
+    ),
 )
 def list_(
     tenant: str | None = TENANT,
     corpus: str | None = CORPUS,
-    active: bool = typer.Option(False, "--active", help="Only active experiences (not stale, not expired)."),
+    active: bool = typer.Option(False, "--active", help="Only active experiences (not stale, retracted or expired)."),
+    trust: str | None = typer.Option(None, "--trust", help="Only this trust: unverified, verified or retracted."),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Accepted for uniformity; this command never writes."),
@@ -180,6 +190,7 @@ def list_(
 
     from livingrag.db.repositories import experiences as repo
 
+    now = datetime.now(UTC)
     with open_database() as db, db.owner_session() as s:
         scope = _scope(s, tenant, corpus)
         rows = repo.list_experiences(
@@ -187,19 +198,25 @@ def list_(
             tenant_id=scope.tenant_id,
             corpus_id=scope.corpus_id,
             include_inactive=not active,
-            now=datetime.now(UTC),
+            now=now,
             limit=limit,
             offset=offset,
+            trust=trust,
         )
     if as_json:
-        print_json([asdict(r) for r in rows])
+        print_json([asdict(r) | {"state": experience_state(r, now)} for r in rows])
         return
-    table = Table("id", "tenant", "corpus", "query", "answer", "conf", "uses (fusion/scaffold)", "created", "state")
+    table = Table(
+        *map(_fixed, ("id", "scope")), "query", "answer", *map(_fixed, ("origin", "trust", "GS", "uses")), "created",
+        _fixed("state"),
+        caption="scope: tenant/corpus; GS: the grounding gate's heuristic score, not a confidence; "
+        "uses: fusion/scaffold/answer",
+    )  # fmt: skip
     for r in rows:
-        state = "stale" if r.stale else ("expired" if r.expires_at and r.expires_at <= datetime.now(UTC) else "active")
         table.add_row(
-            str(r.id), str(r.tenant_id), str(r.corpus_id), r.query[:60], r.answer[:30], f"{r.confidence:.2f}",
-            f"{r.fusion_uses}/{r.scaffold_uses}", r.created_at.isoformat(timespec="seconds"), state,
+            str(r.id), f"{r.tenant_id}/{r.corpus_id}", r.query[:60], r.answer[:30], r.origin, r.trust,
+            f"{r.confidence:.2f}", f"{r.fusion_uses}/{r.scaffold_uses}/{r.answer_uses}", when(r.created_at),
+            experience_state(r, now),
         )  # fmt: skip
     console.print(table)
 

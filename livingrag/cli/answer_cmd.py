@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 ASK_HELP = (
     "Answer one question over a corpus: experience match, activation fusion, LinearRAG retrieval, the "
-    "reasoning scaffold and the LLM. Prints the answer, the passages, the experiences that helped, tokens "
-    "and latencies; then the write-back decision (novelty and grounding gates) for this answer."
+    "reasoning scaffold and the LLM. Prints the answer, the passages, the experiences that helped, tokens, "
+    "latencies and the query id (`livingrag feedback ID --right|--wrong` judges the answer); then the "
+    "write-back decision (novelty and grounding gates) for this answer."
     + examples(
         'livingrag ask --corpus wiki "Who directed Casablanca?"',
         'livingrag ask --corpus wiki --mode linear "Who directed Casablanca?" --json',
@@ -134,6 +135,11 @@ def _show(a: Answer, passages: int) -> None:
         f"[dim]{a.system}: {a.prompt_tokens} prompt + {a.completion_tokens} completion tokens, "
         f"${a.cost_usd:.6f}; LLM {lat.get('llm', 0):.0f} ms, pipeline overhead {lat.get('overhead', 0):.0f} ms[/dim]"
     )
+    if a.query_log_id is not None:
+        console.print(
+            f"query {a.query_log_id} [dim](say whether it is right: livingrag feedback {a.query_log_id} --right "
+            "or --wrong)[/dim]"
+        )
 
 
 def _show_writeback(wb: dict[str, Any] | None) -> None:

@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from livingrag.config import Settings, get_settings
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
+    from livingrag.db.repositories.experiences import ExperienceRecord
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -45,6 +47,40 @@ def open_database(settings: Settings | None = None, *, check_schema: bool = True
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def when(t: datetime | None) -> str:
+    """A timestamp as the tables show it (seconds, ISO 8601), or ``-``."""
+    return "-" if t is None else t.isoformat(timespec="seconds")
+
+
+def json_option(help: str = "Print JSON.") -> Any:
+    import typer
+
+    return typer.Option(False, "--json", help=help)
+
+
+MAX_ID = 2**63 - 1
+"""The largest id a bigint column holds (a larger one is a usage error, not a database error)."""
+
+
+def id_argument(help: str) -> Any:
+    """A positional database id (a positive bigint)."""
+    import typer
+
+    return typer.Argument(..., min=1, max=MAX_ID, help=help, show_default=False)
+
+
+def experience_state(rec: ExperienceRecord, now: datetime | None = None) -> str:
+    """``retracted`` (a person said it is wrong), ``stale`` (a source passage changed), ``expired``
+    or ``active``: why an experience is or is not used, the strongest reason first."""
+    if rec.trust == "retracted":
+        return "retracted"
+    if rec.stale:
+        return "stale"
+    if rec.expires_at is not None and rec.expires_at <= (now or datetime.now(UTC)):
+        return "expired"
+    return "active"
 
 
 def examples(*lines: str) -> str:

@@ -28,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 passage_app = typer.Typer(
-    help="Add, update or delete single passages of an indexed corpus."
+    help="List, add, update or delete single passages of an indexed corpus."
     + examples('livingrag passage add --corpus wiki --title "Casablanca" --text "Casablanca is a 1942 film."'),
     no_args_is_help=True,
 )
@@ -324,3 +324,46 @@ def delete_passage(
         info = service.get_corpus(db, tid, _ref(corpus))
         deleted = service.indexer(db, tid, info, settings).delete_passages(passages)
     console.print(f"deleted passages {', '.join(map(str, deleted))}")
+
+
+@passage_app.command(
+    name="list",
+    help="List a corpus's passages (id, external id, title, length in characters), a page at a time, in id order; "
+    "--search keeps those whose title or text contains the text (case-insensitive). Read-only."
+    + examples(
+        "livingrag passage list --corpus wiki --limit 20",
+        'livingrag passage list --corpus wiki --search "Casablanca" --json',
+    ),
+)
+def list_passages(
+    corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name or id."),
+    tenant: str = tenant_option(),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="At most this many."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many."),
+    search: str | None = typer.Option(None, "--search", help="Only passages whose title or text contains this."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from livingrag.db.repositories import corpora, corpus_graph
+
+    with open_database() as db:
+        tid = resolve_tenant(db, tenant)
+        with db.tenant_session(tid) as s:
+            info = corpora.get_corpus(s, _ref(corpus))
+            rows = corpus_graph.list_passages(s, info.id, limit=limit, offset=offset, q=search)
+    items = [
+        {"id": p.id, "external_id": p.external_id, "title": p.title, "length": len(p.text), "doc_key": p.doc_key}
+        for p in rows
+    ]
+    if as_json:
+        print_json(
+            {"corpus": info.name, "items": items, "limit": limit, "offset": offset,
+             "next_offset": offset + len(rows) if len(rows) == limit else None}
+        )  # fmt: skip
+        return
+    span = f"passages {offset + 1} to {offset + len(rows)}" if rows else "no passages"
+    table = Table("id", "external id", "title", "length", title=f"corpus {info.name}: {span}")
+    for p in rows:
+        table.add_row(str(p.id), p.external_id or "-", p.title, str(len(p.text)))
+    console.print(table)
+    if len(rows) == limit:
+        console.print(f"[dim]more: --offset {offset + limit}[/dim]")

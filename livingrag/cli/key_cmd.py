@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from livingrag.cli.common import console, examples, open_database, print_json
+from livingrag.cli.common import console, examples, open_database, print_json, when
 
 app = typer.Typer(
     help="A tenant's API keys: several named keys, each with scopes (read, write, admin), an optional expiry, "
@@ -18,10 +17,6 @@ app = typer.Typer(
 
 TENANT = typer.Option(..., "--tenant", help="Tenant name or id.")
 JSON = typer.Option(False, "--json", help="Print JSON.")
-
-
-def _when(t: datetime | None) -> str:
-    return "-" if t is None else t.isoformat(timespec="seconds")
 
 
 def _as_dict(rec: Any) -> dict[str, Any]:
@@ -69,7 +64,7 @@ def create(
         return
     console.print(
         f"created key [bold]{rec.name}[/bold] (id {rec.id}) for tenant [bold]{t.name}[/bold]: "
-        f"scopes {','.join(rec.scopes)}, expires {_when(rec.expires_at)}"
+        f"scopes {','.join(rec.scopes)}, expires {when(rec.expires_at)}"
     )
     console.print(f"API key (shown once, store it now): [bold]{key}[/bold]")
 
@@ -95,10 +90,10 @@ def list_(tenant: str = TENANT, as_json: bool = JSON) -> None:
             r.prefix + "…",
             ",".join(r.scopes),
             r.state(),
-            _when(r.created_at),
-            _when(r.last_used_at),
-            _when(r.expires_at),
-            _when(r.revoked_at),
+            when(r.created_at),
+            when(r.last_used_at),
+            when(r.expires_at),
+            when(r.revoked_at),
         )
     console.print(table)
 
@@ -125,7 +120,7 @@ def revoke(
         print_json({"tenant": t.name, **_as_dict(rec), "active_admin_keys": admins_left})
         return
     if before.revoked_at is not None:
-        console.print(f"key [bold]{rec.name}[/bold] (id {rec.id}) was already revoked at {_when(rec.revoked_at)}")
+        console.print(f"key [bold]{rec.name}[/bold] (id {rec.id}) was already revoked at {when(rec.revoked_at)}")
     else:
         console.print(f"revoked key [bold]{rec.name}[/bold] (id {rec.id}) of tenant [bold]{t.name}[/bold]")
     if admins_left == 0:

@@ -19,6 +19,7 @@ from livingrag.cli import (
     demo_cmd,
     doctor_cmd,
     eval_cmd,
+    experience_cmd,
     key_cmd,
     retrieve_cmd,
     serve_cmd,
@@ -48,6 +49,8 @@ app.command(name="demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
 app.command(name="doctor", help=doctor_cmd.DOCTOR_HELP)(doctor_cmd.doctor)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(admin_cmd.app, name="admin")
+app.add_typer(experience_cmd.app, name="experience")
+app.command(name="feedback", help=experience_cmd.FEEDBACK_HELP)(experience_cmd.feedback)
 app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 app.add_typer(bench_cmd.app, name="bench")

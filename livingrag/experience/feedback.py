@@ -246,11 +246,15 @@ class TrustService:
             decision = trust_repo.decision_for_query(s, query_log_id)
             own = self._own_experience(s, q, decision)
             material = self._material(s, q, decision, own) if (answer is not None or verdict == "right") else None
+        # a write-back not decided within api.recovery_grace_s was lost (a process that ended first):
+        # the verdict is then taken on what there is, not refused for ever
+        lost_after = self.settings.api.recovery_grace_s
         pending = (
             decision is None
             and q.reused_experience_id is None
             and self.settings.experience.enabled
             and _writes_back(q.mode)
+            and (self._clock() - q.created_at).total_seconds() < lost_after
         )
         check = self._check(q.query, answer, note, material) if answer is not None and material else None
 
@@ -421,6 +425,8 @@ class TrustService:
             + (
                 "supported by the passages"
                 if check.grounded
+                else f"asserted by {actor.label}: not checked against the passages (no verifier runs)"
+                if check.gs is None
                 else f"asserted by {actor.label}: no passage supports it (GS {check.gs})"
             )
         )
@@ -705,6 +711,8 @@ def _nothing_to_store(q: trust_repo.AnsweredQuery, decision: trust_repo.Decision
         return "its write-back failed, so no candidate is kept"
     if not _writes_back(q.mode):
         return f"answers of system {q.mode!r} are not written back, so no candidate is kept"
+    if decision is None:
+        return "its write-back was never decided (the process that answered it ended first), so no candidate is kept"
     return "no candidate is kept for it"
 
 
