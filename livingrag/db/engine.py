@@ -308,23 +308,37 @@ class Database:
 
     def app_role_problems(self) -> list[str]:
         """Why the role that application transactions run as would not be bound by row-level security:
-        it is a superuser, has BYPASSRLS, or owns tables that have RLS (RLS is forced, but the owner
-        may take the maintenance route, see :meth:`owner_session`). Empty when it is bound."""
-        sql = (
-            "SELECT current_user, r.rolsuper, r.rolbypassrls,"
-            " (SELECT count(*) FROM pg_class c WHERE c.relrowsecurity AND c.relowner = r.oid)"
-            " FROM pg_roles r WHERE r.rolname = current_user"
-        )
-        with self.app_session() as s:
-            user, superuser, bypass, owned = s.execute(text(sql)).one()
+        it is a superuser, has BYPASSRLS, owns tables that have RLS (RLS is forced, but the owner may
+        take the maintenance route, see :meth:`owner_session`) or their schema, is named by the
+        ``owner_maintenance`` policies, or reads past privileges and RLS (``pg_read_all_data``, the
+        server-file roles); or it is a member, by any chain of grants (inherited or only allowing
+        ``SET ROLE``), of a role that is or does any of that. With ``db.app_url`` the login
+        (``session_user``) is checked as well as the role it runs as: ``RESET ROLE`` gives a login
+        with a default role back its own memberships. Empty when it is bound."""
         how = "the LIVINGRAG_DB__APP_URL login" if self.settings.app_url is not None else "LIVINGRAG_DB__APP_ROLE"
-        out = []
-        if superuser:
-            out.append(f"role {user!r} ({how}) is a superuser")
-        if bypass:
-            out.append(f"role {user!r} ({how}) has BYPASSRLS")
-        if owned:
-            out.append(f"role {user!r} ({how}) owns {owned} table(s) with row-level security")
+        with self.app_session() as s:
+            current, login = s.execute(text("SELECT current_user, session_user")).one()
+            roles = [current] + ([login] if self.settings.app_url is not None and login != current else [])
+            found = {who: s.execute(_ROLE_REACH_SQL, {"who": who}).all() for who in roles}
+        out: list[str] = []
+        for who, rows in found.items():
+            for path, *flags in rows:
+                what = _role_powers(*flags)
+                if not what:
+                    continue
+                if len(path) == 1:
+                    out.extend(f"role {who!r} ({how}) {w}" for w in what)
+                    continue
+                fix = (
+                    f"give the database another owner than {path[-2]!r}"
+                    if path[1] == "pg_database_owner"
+                    else f'REVOKE "{path[1]}" FROM "{path[0]}"'
+                )
+                out.append(
+                    f"role {who!r} ({how}) is a member of {path[-1]!r} ({' → '.join(path)}), which "
+                    + " and ".join(what)
+                    + f": {fix}"
+                )
         return out
 
     def check_app_role(self) -> None:
@@ -334,8 +348,9 @@ class Database:
         if problems:
             raise ConfigError(
                 "refusing to serve tenants: " + "; ".join(problems) + ". Row-level security would not confine "
-                "the application's queries. Use a role without SUPERUSER or BYPASSRLS that owns no table: "
-                "LIVINGRAG_DB__APP_URL=<a login role such as the migrations' livingrag_app with LOGIN>, or unset it "
+                "the application's queries. Use a role without SUPERUSER or BYPASSRLS that owns no table or schema "
+                "and is a member of no role that does (revoke the memberships named above): "
+                "LIVINGRAG_DB__APP_URL=<a login role that is a member of livingrag_app only>, or unset it "
                 "and leave LIVINGRAG_DB__APP_ROLE at livingrag_app (created by the migrations)."
             )
 
@@ -409,6 +424,71 @@ class Database:
         if self.embedded is not None:
             self.embedded.stop()
             self.embedded = None
+
+
+_PAST_RLS_ROLES = {
+    "pg_read_all_data": "reads every table and column whatever the grants (key hashes included)",
+    "pg_write_all_data": "writes every table and column whatever the grants (keys included)",
+    "pg_read_server_files": "reads the server's files (every tenant's data)",
+    "pg_write_server_files": "writes the server's files",
+    "pg_execute_server_program": "runs programs on the server",
+}
+
+_ROLE_REACH_SQL = text(
+    """
+    WITH RECURSIVE edges(member, roleid) AS (
+      SELECT m.member, m.roleid FROM pg_auth_members m
+      UNION ALL  -- the database's owner is pg_database_owner, the owner of schema public
+      SELECT d.datdba, to_regrole('pg_database_owner')::oid FROM pg_database d
+      WHERE d.datname = current_database() AND to_regrole('pg_database_owner') IS NOT NULL
+    ), chain(oid, path) AS (
+      SELECT r.oid, ARRAY[r.rolname::text] FROM pg_roles r WHERE r.rolname = :who
+      UNION ALL
+      SELECT e.roleid, ch.path || g.rolname::text
+      FROM chain ch JOIN edges e ON e.member = ch.oid JOIN pg_roles g ON g.oid = e.roleid
+      WHERE g.rolname::text <> ALL (ch.path)
+    ), reach AS (
+      SELECT DISTINCT ON (oid) oid, path FROM chain ORDER BY oid, cardinality(path), path
+    )
+    SELECT reach.path, r.rolsuper, r.rolbypassrls,
+      (SELECT count(*) FROM pg_class c WHERE c.relrowsecurity AND c.relowner = r.oid),
+      (SELECT coalesce(string_agg(DISTINCT n.nspname, ', '), '') FROM pg_namespace n
+         JOIN pg_class c ON c.relnamespace = n.oid WHERE c.relrowsecurity AND n.nspowner = r.oid),
+      EXISTS (SELECT 1 FROM pg_policy p WHERE r.oid = ANY (p.polroles)
+         AND coalesce(pg_get_expr(p.polqual, p.polrelid), '') || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+             LIKE '%livingrag.maintenance%'),
+      r.rolcreaterole AND current_setting('server_version_num')::int < 160000,
+      r.rolname::text
+    FROM reach JOIN pg_roles r ON r.oid = reach.oid
+    ORDER BY cardinality(reach.path), reach.path
+    """
+)
+"""Each role ``:who`` is, or is a member of by a chain of grants (the shortest, as role names), with
+what of it RLS does not bind: superuser, BYPASSRLS, tables with RLS owned, schemas of such tables
+owned, named by a maintenance policy, CREATEROLE before PostgreSQL 16 (it could grant itself any
+role), its name (for the predefined roles that read past privileges)."""
+
+
+def _role_powers(
+    superuser: bool, bypass: bool, owned: int, schemas: str, maintenance: bool, createrole: bool, name: str
+) -> list[str]:
+    """What a role (one row of :data:`_ROLE_REACH_SQL`) can do that row-level security does not bind."""
+    out = []
+    if superuser:
+        out.append("is a superuser")
+    if bypass:
+        out.append("has BYPASSRLS")
+    if owned:
+        out.append(f"owns {owned} table(s) with row-level security")
+    if schemas:
+        out.append(f"owns the schema(s) {schemas} of tables with row-level security")
+    if maintenance:
+        out.append("may turn livingrag.maintenance on (the owner_maintenance policies name it)")
+    if createrole:
+        out.append("has CREATEROLE (before PostgreSQL 16 it can grant itself any role)")
+    if name in _PAST_RLS_ROLES:
+        out.append(_PAST_RLS_ROLES[name])
+    return out
 
 
 @contextmanager

@@ -494,4 +494,5 @@ role may only read and append ``experience_events``."""
 
 KEY_TABLES: tuple[str, ...] = ("api_keys",)
 """Tenant tables under row-level security that the application role reaches only through column
-privileges (it never reads ``key_hash``; it may insert keys and set ``revoked_at``)."""
+privileges (it never reads ``key_hash``; it creates keys only through ``livingrag_api_key_create`` and may set
+``revoked_at`` once, from NULL to now: migration 0012)."""

@@ -3,7 +3,8 @@
 Only a key's sha256 is stored; the plain key is returned once, by :func:`create_key`. Every
 function here filters by ``tenant_id`` itself, so it is right in an owner session (CLI, operator
 routes) and in a tenant session, where row-level security and the application role's column
-privileges (every column but ``key_hash``) apply as well. :func:`grant_for_key` resolves a key
+privileges (every column but ``key_hash``; it creates keys only through ``livingrag_api_key_create``
+and may only set ``revoked_at``, once: migration 0012) apply as well. :func:`grant_for_key` resolves a key
 from an application session through the ``SECURITY DEFINER`` function ``livingrag_api_key_grant``
 on every call: nothing is cached, so a revoked or expired key fails its next request.
 """
@@ -154,17 +155,26 @@ def create_key(
     *,
     expires_at: datetime | None = None,
 ) -> tuple[KeyRecord, str]:
-    """Add a key to ``tenant_id``; returns its record and the plain key (stored nowhere)."""
+    """Add a key to ``tenant_id``; returns its record and the plain key (stored nowhere).
+
+    The owner route inserts the row; the application role, which holds no ``INSERT`` on
+    ``api_keys`` (migration 0012), goes through ``livingrag_api_key_create``, which adds a key to
+    the session's own tenant only and checks the row's shape again."""
     name = validate_key_name(name)
     scopes = parse_scopes(scopes)
     key = new_api_key()
+    direct = bool(session.execute(text("SELECT has_table_privilege('api_keys', 'INSERT')")).scalar())
+    statement = (
+        "INSERT INTO api_keys (tenant_id, name, key_hash, prefix, scopes, expires_at) "
+        f"VALUES (:t, :n, :h, :p, :s, :e) RETURNING {_COLUMNS}"
+        if direct
+        else f"SELECT {_COLUMNS} FROM livingrag_api_key_create(CAST(:t AS bigint), :n, :h, :p,"
+        " CAST(:s AS text[]), CAST(:e AS timestamptz))"
+    )
     try:
         with session.begin_nested():
             row = session.execute(
-                text(
-                    "INSERT INTO api_keys (tenant_id, name, key_hash, prefix, scopes, expires_at) "
-                    f"VALUES (:t, :n, :h, :p, :s, :e) RETURNING {_COLUMNS}"
-                ),
+                text(statement),
                 {
                     "t": tenant_id,
                     "n": name,
