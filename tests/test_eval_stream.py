@@ -190,24 +190,173 @@ def test_a_failed_answer_is_recorded_and_the_stream_goes_on(
     assert all(r.completion_tokens > 0 for r in records if r.error is None)
 
 
-def test_a_repeat_stream_answers_repeats_from_the_store(env: OpenAICompatServer, dataset: Path, tmp_path: Path) -> None:
-    """--repeat-share asks a share of the questions again later; LivingRAG answers a repeat of a stored
-    (gated) experience without the LLM, LinearRAG asks the LLM every time; the report counts both."""
+def test_a_repeat_stream_serves_nothing_from_memory_without_feedback(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path
+) -> None:
+    """--repeat-share asks a share of the questions again later. Answers are served from memory only
+    from experiences a person verified (experience.reuse_answers_from=verified), so with no feedback
+    (--feedback-rate 0, the default) LivingRAG asks the LLM for every repeat, as LinearRAG does."""
     out = tmp_path / "run"
     _stream(dataset, out, "--systems", "linear,living", "--repeat-share", "0.5", "--concurrency", "1")
     records = read_records_jsonl(out / RECORDS_JSONL)
     for system in ("linear", "living"):
         run = [r for r in records if r.system == system]
         assert len(run) == N + 3 and sum(r.question_id.endswith("#repeat") for r in run) == 3
+        assert all(r.reused_experience_id is None and r.feedback is None and r.completion_tokens > 0 for r in run)
+    report = (out / "report.md").read_text()
+    assert "## Repeated questions (answer reuse)" in report and "## Paired against LinearRAG" in report
+    assert "## Feedback and answers from memory" in report and "No feedback was given" in report
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["system"]: r for r in results["tables"]["feedback"]}
+    assert rows["living"]["served_from_memory"] == 0 and rows["living"]["llm_calls"] == N + 3
+    assert json.loads((out / "run.json").read_text())["feedback_rate"] == 0.0
+
+
+def test_a_repeat_stream_with_gated_reuse_answers_repeats_from_the_store(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With experience.reuse_answers_from=gated, a repeat of an experience stored through the gates is
+    answered from it without the LLM (LinearRAG asks the LLM every time); the report counts both."""
+    monkeypatch.setenv("LIVINGRAG_EXPERIENCE__REUSE_ANSWERS_FROM", "gated")
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "linear,living", "--repeat-share", "0.5", "--concurrency", "1")
+    records = read_records_jsonl(out / RECORDS_JSONL)
     linear = [r for r in records if r.system == "linear"]
     living = [r for r in records if r.system == "living"]
     assert all(r.reused_experience_id is None for r in linear)
     reused = [r for r in living if r.reused_experience_id is not None]
     assert reused and all(r.question_id.endswith("#repeat") and r.completion_tokens == 0 for r in reused)
+    assert all(r.writeback is None and r.reused_wrong is not None for r in reused), "no write-back from memory"
     first = {r.question_id: r for r in living}
     assert all(r.prediction == first[r.question_id.removesuffix("#repeat")].prediction for r in reused)
     report = (out / "report.md").read_text()
     assert "## Repeated questions (answer reuse)" in report and "## Paired against LinearRAG" in report
+
+
+GOLD = {  # question -> (gold answer, what the loopback model says)
+    "Where was the director of Winter Harbour born?": ("Galway", "Galway"),  # right
+    "Why is my Tern Payments payout on hold?": ("identity verification", "a bank holiday"),  # wrong
+    "Which Tern plan do I need to export chat history?": ("Business", "Enterprise"),  # wrong
+    "Where was the director of Amber Coast born?": ("Gdansk", "Gdansk"),  # right
+}
+ORDER = [  # (id, question): each first asking at least two places before its repeat (two in flight)
+    ("q0", "Where was the director of Winter Harbour born?"),
+    ("q1", "Why is my Tern Payments payout on hold?"),
+    ("q2", "Which Tern plan do I need to export chat history?"),
+    ("q3", "Where was the director of Amber Coast born?"),
+    ("q0#repeat", "Where was the director of Winter Harbour born?"),
+    ("q1#repeat", "why is my tern payments payout on hold"),
+    ("q1#repeat#repeat", "Why is my Tern Payments payout on hold?"),
+]
+
+
+@pytest.fixture
+def repeat_dataset(dataset: Path) -> Path:
+    """The demo corpus with questions asked again (ids ending in #repeat), as --repeat-share makes them."""
+    (dataset / "questions.jsonl").write_text(
+        "".join(json.dumps({"id": i, "question": q, "answers": [GOLD[_canon(q)][0]]}) + "\n" for i, q in ORDER)
+    )
+    return dataset
+
+
+def _canon(question: str) -> str:
+    return next(k for k in GOLD if k.lower().rstrip("?") == question.lower().rstrip("?"))
+
+
+def _scripted(messages: list[dict[str, Any]]) -> str:
+    """The loopback model: right on q0 and q3, wrong on q1 and q2 (whatever the passages say)."""
+    prompt = messages[-1]["content"]
+    asked = prompt[prompt.rindex("Question:") + len("Question:") :].splitlines()[0].strip()
+    return f"Thought: from the passages.\nAnswer: {GOLD[_canon(asked)][1]}"
+
+
+def test_feedback_rate_one_gives_every_living_answer_a_verdict(
+    env: OpenAICompatServer, repeat_dataset: Path, tmp_path: Path
+) -> None:
+    """--feedback-rate 1: every LivingRAG answer gets a verdict from the gold answers once its write-back
+    is decided; a repeat of a right answer is served from memory, a repeat of a wrong one never is, and
+    its correction is; LinearRAG gets no feedback and asks the LLM every time."""
+    env.responder = _scripted
+    out = tmp_path / "run"
+    calls = len(env.requests)
+    _stream(repeat_dataset, out, "--systems", "linear,living", "--feedback-rate", "1", "--concurrency", "1")
+    records = read_records_jsonl(out / RECORDS_JSONL)
+    linear = {r.question_id: r for r in records if r.system == "linear"}
+    living = {r.question_id: r for r in records if r.system == "living"}
+    assert all(r.feedback is None and r.reused_experience_id is None for r in linear.values())
+    assert all(r.feedback in ("right", "wrong") for r in living.values()), "R = 1: every living answer"
+    assert all((r.feedback == "right") == r.contain_correct for r in living.values())
+
+    # right: verified, and its repeat is served from that experience without an LLM call
+    assert living["q0"].feedback == "right" and living["q0"].feedback_correction is False
+    again = living["q0#repeat"]
+    assert again.reused_experience_id is not None and again.reused_wrong is False
+    assert again.prediction == "Galway" and again.completion_tokens == 0 and again.feedback == "right"
+    # wrong: corrected to the gold answer; the repeat is served the correction, never the wrong answer
+    assert living["q1"].feedback == "wrong" and living["q1"].feedback_correction is True
+    correction = living["q1"].correction_experience_id
+    assert correction is not None
+    for qid in ("q1#repeat", "q1#repeat#repeat"):
+        assert living[qid].reused_experience_id == correction and living[qid].prediction == "identity verification"
+        assert living[qid].contain_correct and living[qid].reused_wrong is False
+    assert not any(r.reused_wrong for r in living.values())
+    # the store grew by the corrections (two wrong answers corrected: q1, q2)
+    assert living["q2"].feedback_correction is True
+    assert living["q3"].store_size_after is not None and living["q3"].store_size_after >= 2
+
+    assert len(env.requests) - calls == len(ORDER) + 4, "LinearRAG every question, LivingRAG the first askings"
+    run = json.loads((out / "run.json").read_text())
+    assert run["feedback_rate"] == 1.0 and run["feedback_seed"] == 0
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["system"]: r for r in results["tables"]["feedback"]}
+    assert (rows["living"]["llm_calls"], rows["living"]["served_from_memory"], rows["living"]["served_wrong"]) == (
+        4,
+        3,
+        0,
+    )
+    assert (rows["living"]["right"], rows["living"]["wrong"], rows["living"]["corrections"]) == (5, 2, 2)
+    assert rows["living"]["contain"]["n"] == len(ORDER)
+    report = (out / "report.md").read_text()
+    assert "simulated from the gold answers" in report and "R = 1" in report
+    assert "| LivingRAG | 0 | 7 | 5 / 2 (2) | 4 (-42.9%) | 3 | 0 |" in report
+
+    # the same run at R = 0 in another folder starts from an empty memory: no verdict of the run above
+    # (the wrong answers it remembered) acts on it, and nothing is served from memory
+    out0 = tmp_path / "run0"
+    _stream(repeat_dataset, out0, "--systems", "living", "--concurrency", "1")
+    zero = read_records_jsonl(out0 / RECORDS_JSONL)
+    assert all(r.feedback is None and r.reused_experience_id is None for r in zero)
+    assert [r.prediction for r in zero] == [living[i].prediction if not living[i].reused_experience_id else
+                                            GOLD[_canon(q)][1] for i, q in ORDER]  # fmt: skip
+    assert {r.question_id: r.writeback for r in zero}["q1"] == living["q1"].writeback
+    # `eval report` re-renders the feedback table from records.jsonl and run.json
+    (out / "report.md").unlink()
+    res = runner.invoke(app, ["eval", "report", "--dataset", "jsonl", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "| LivingRAG | 0 | 7 | 5 / 2 (2) |" in (out / "report.md").read_text()
+    assert "3 (0)" in res.output, "the summary's LLM calls and answers from memory (wrong)"
+
+
+@pytest.mark.parametrize("rate", ["-0.1", "1.5", "abc", "nan"])
+def test_a_bad_feedback_rate_is_refused(rate: str, dataset: Path, tmp_path: Path) -> None:
+    message = _stream_refused(dataset, tmp_path / "run", "--feedback-rate", rate)
+    assert "--feedback-rate must be a number from 0 to 1" in message and repr(rate) in message
+    assert not (tmp_path / "run").exists(), "refused before anything is run"
+
+
+def test_a_run_with_feedback_resumes_only_as_the_same_run(
+    env: OpenAICompatServer, dataset: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    _stream(dataset, out, "--systems", "living", "--limit", "2", "--feedback-rate", "0.5", "--seed", "3")
+    assert json.loads((out / "run.json").read_text())["feedback_seed"] == 3
+    refused = _stream_refused(dataset, out, "--systems", "living", "--limit", "2", "--seed", "3")
+    assert "differs in" in refused and "feedback_rate" in refused
+    refused = _stream_refused(
+        dataset, out, "--systems", "living", "--limit", "2", "--feedback-rate", "0.5", "--seed", "3",
+        "--feedback-seed", "4",
+    )  # fmt: skip
+    assert "feedback_seed" in refused
 
 
 def test_linear_answers_each_question_once_over_all_orders(

@@ -34,6 +34,8 @@ DATA_DIR_HELP = "The dataset's folder (as in ../shared/datasets/<name>); a file 
         "--limit 100 --out runs/2wiki-100",
         "livingrag eval stream --dataset musique --data-dir ../shared/datasets/musique --systems linear,living "
         "--ablations fusion,scaffold,gate --orders 3 --seed 7 --out runs/musique",
+        "livingrag eval stream --dataset 2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa "
+        "--limit 60 --repeat-share 0.3 --feedback-rate 1 --out runs/2wiki-feedback",
     )
 )
 def stream(
@@ -66,6 +68,18 @@ def stream(
         help="Ask this share of the questions again later (verbatim or in other case and punctuation; ids end "
         "in #repeat): a repeat stream for answer reuse. 0: none.",
     ),
+    feedback_rate: str = typer.Option(
+        "0",
+        "--feedback-rate",
+        metavar="R",
+        help="Simulated feedback from the gold answers: this share (0 to 1) of a living system's answers, drawn "
+        "with --feedback-seed, is marked right (Contain-correct) or wrong with the first gold answer as the "
+        "correction, once its write-back is decided. Repeated questions are served from memory only from "
+        "verified experiences, so with 0 none is. LinearRAG gets none.",
+    ),
+    feedback_seed: int | None = typer.Option(
+        None, "--feedback-seed", help="Seed of the draw of the answers that get feedback (default: --seed)."
+    ),
     concurrency: int | None = typer.Option(
         None, "--concurrency", min=1, max=64, help="Questions in flight (default: llm.concurrency; 2 for local)."
     ),
@@ -83,11 +97,13 @@ def stream(
     from livingrag.corpus.progress import NullProgress, RichProgress
     from livingrag.errors import InvalidInput
     from livingrag.evaluation.datasets import load_dataset
+    from livingrag.evaluation.feedback import parse_feedback_rate
     from livingrag.evaluation.metrics import Judge, Prices, judge_kind_for
     from livingrag.evaluation.report import write_report
     from livingrag.evaluation.stream import StreamConfig, StreamRun, parse_only_orders, parse_systems
 
     chosen = parse_only_orders(only_orders, orders)
+    rate = parse_feedback_rate(feedback_rate.strip())
     if judge not in ("none", "configured"):
         raise InvalidInput(f"--judge must be none or configured, got {judge!r}")
     settings = load_settings()
@@ -122,12 +138,23 @@ def stream(
         judge=judge_obj.name if judge_obj else None,
         question_ids=tuple(q.id for q in data.questions),
         repeat_share=repeat_share,
+        feedback_rate=rate,
+        feedback_seed=feedback_seed,
     )
     err_console.print(
         f"[dim]{dataset}: {len(data.questions)} questions, {len(data.corpus)} documents; systems "
         f"{', '.join(names)}; {orders} order(s), seed {seed}; LLM {settings.llm.provider}:{settings.llm.model}; "
-        f"{concurrency} in flight; judge {cfg.judge or 'none'}[/dim]"
+        f"{concurrency} in flight; judge {cfg.judge or 'none'}"
+        + (
+            f"; simulated feedback from the gold answers on {100 * rate:g} % of the answers "
+            f"(seed {cfg.feedback_seed_used})"
+            if rate
+            else ""
+        )
+        + "[/dim]"
     )
+    if rate and all(n == "linear" for n in names):
+        err_console.print("[dim]--feedback-rate: LinearRAG keeps no memory, so no answer gets feedback[/dim]")
     progress = NullProgress() if quiet else RichProgress(err_console)
     with progress:
         run = StreamRun(
@@ -154,6 +181,7 @@ def stream(
             "concurrency": concurrency,
             "llm": f"{settings.llm.provider}:{settings.llm.model}",
             "experience_profile": settings.experience.profile,
+            "reuse_answers_from": settings.experience.reuse_answers_from,
         },
     )
     _print_summary(out)
@@ -213,7 +241,20 @@ def _print_summary(out: Path) -> None:
     for key in ("accuracy", "retrieval", "tokens"):
         for row in tables.get(key, []):
             by_system.setdefault(str(row["system"]), {}).update(row)
-    table = Table("system", "Contain-Acc", "LLM-Acc", "Recall@2", "Recall@5", "prompt tok/q", "completion tok/q")
+    memory = {  # the feedback table's main-order rows (absent from reports written before it)
+        str(row["system"]): row for row in tables.get("feedback", []) if row["order"] == results.get("main_order")
+    }
+    table = Table(
+        "system",
+        "Contain-Acc",
+        "LLM-Acc",
+        "Recall@2",
+        "Recall@5",
+        "prompt tok/q",
+        "completion tok/q",
+        "LLM calls",
+        "from memory (wrong)",
+    )
 
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * float(v):.2f}"
@@ -230,5 +271,7 @@ def _print_summary(out: Path) -> None:
             pct(r.get("passage_recall_at_5")),
             num(r.get("prompt_mean")),
             num(r.get("completion_mean")),
+            str(memory[name]["llm_calls"]) if name in memory else "-",
+            f"{memory[name]['served_from_memory']} ({memory[name]['served_wrong']})" if name in memory else "-",
         )
     console.print(table)

@@ -5,6 +5,13 @@ The corpus (``corpus.json``) mixes multi-hop film facts and a support knowledge 
 fictional messaging app; the questions (``questions.json``) recur the way real traffic does: the
 same templates with other entities, and follow-ups that reuse earlier evidence. Every name in
 them is invented, so the model cannot answer from memory.
+
+Then the loop that makes memory trustworthy (with ``feedback``, the default): a simulated user who
+knows the demo's gold answers reviews LivingRAG's answers (all but the last question's, once there
+are six or more), marks each right or wrong and gives the gold answer for each wrong one; a few of
+the questions are asked again: a verified answer or a correction is served from memory without an
+LLM call, an unreviewed question goes to the LLM (memory nobody verified is not served), and a
+wrong answer is never served. The history of one corrected experience closes the report.
 """
 
 from __future__ import annotations
@@ -22,10 +29,17 @@ from livingrag.io.records import read_records
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
+    from livingrag.db.engine import Database
+    from livingrag.db.repositories.trust import HistoryEvent
+    from livingrag.evaluation.feedback import GivenFeedback
     from livingrag.pipeline.core import Answer, LivingRAG
 
 DEMO_TENANT = "demo"
 DEMO_CORPUS = "demo-kb"
+DEMO_ACTOR = "simulated user (the demo's gold answers)"
+"""Who gives the demo's verdicts, as the experiences' history names it."""
+ASK_AGAIN_EACH = 2
+"""Questions asked again per kind of verdict (marked right; corrected), besides one unreviewed question."""
 
 
 def demo_questions() -> list[dict[str, Any]]:
@@ -66,6 +80,44 @@ class DemoRow:
 
 
 @dataclass
+class ReviewStep:
+    """The simulated user's verdict on LivingRAG's answer to question ``index`` (0-based)."""
+
+    index: int
+    question: str
+    answer: str
+    gold: str
+    given: GivenFeedback
+
+
+@dataclass
+class AskedAgain:
+    """A question asked again after the review: served from memory (``answer.reused_from``) or not."""
+
+    index: int
+    question: str
+    gold: str
+    review: str
+    """What the user had said of its first answer: right, corrected, wrong or not reviewed."""
+    answer: Answer | None
+    correct: bool
+    error: str | None = None
+
+    @property
+    def from_memory(self) -> bool:
+        return self.answer is not None and self.answer.reused_from is not None
+
+
+@dataclass
+class Timeline:
+    """The history of one experience (oldest event first) and what it is in the demo."""
+
+    experience_id: int
+    what: str
+    events: list[HistoryEvent]
+
+
+@dataclass
 class DemoReport:
     rows: list[DemoRow]
     tallies: dict[str, SystemTally]
@@ -78,11 +130,29 @@ class DemoReport:
     model: str
     verifier: str
     finding_queries: int = 0  # questions whose prompt stated earlier experiences as findings
+    reviews: list[ReviewStep] = field(default_factory=list)
+    again: list[AskedAgain] = field(default_factory=list)
+    timelines: list[Timeline] = field(default_factory=list)
 
     @property
     def failed_answers(self) -> int:
-        """Answers that failed with an LLM error (the stream went on without them)."""
+        """Answers of the stream that failed with an LLM error (the stream went on without them)."""
         return sum(len(r.errors) for r in self.rows)
+
+    @property
+    def failed_again(self) -> int:
+        """Questions asked again whose answer failed with an LLM error."""
+        return sum(1 for a in self.again if a.error is not None)
+
+    @property
+    def llm_calls_saved(self) -> int:
+        """Questions asked again that were answered from memory: each one LLM call LinearRAG makes."""
+        return sum(1 for a in self.again if a.from_memory)
+
+    @property
+    def wrong_from_memory(self) -> int:
+        """Answers served from memory that are wrong against the demo's gold answers."""
+        return sum(1 for a in self.again if a.from_memory and not a.correct)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +194,57 @@ class DemoReport:
                 }
                 for r in self.rows
             ],
+            "feedback": {
+                "simulated": f"from the demo's gold answers ({DEMO_ACTOR})",
+                "reviews": [
+                    {
+                        "question": v.question,
+                        "answer": v.answer,
+                        "gold": v.gold,
+                        "verdict": v.given.verdict,
+                        "correction": v.given.correction_text,
+                        "correction_experience": v.given.correction_experience_id,
+                        "verified_experiences": list(v.given.verified_ids),
+                        "retracted_experiences": list(v.given.retracted_ids),
+                        "messages": list(v.given.messages),
+                        "error": v.given.error,
+                    }
+                    for v in self.reviews
+                ],
+                "asked_again": [
+                    {
+                        "question": a.question,
+                        "gold": a.gold,
+                        "review": a.review,
+                        "answer": a.answer.answer if a.answer is not None else None,
+                        "correct": a.correct,
+                        "from_memory": a.from_memory,
+                        "experience": a.answer.reused_from if a.answer is not None else None,
+                        "completion_tokens": a.answer.completion_tokens if a.answer is not None else 0,
+                        "error": a.error,
+                    }
+                    for a in self.again
+                ],
+                "llm_calls_saved": self.llm_calls_saved,
+                "wrong_answers_from_memory": self.wrong_from_memory,
+                "timelines": [
+                    {
+                        "experience": t.experience_id,
+                        "what": t.what,
+                        "events": [
+                            {
+                                "at": e.created_at.isoformat(),
+                                "event": e.event,
+                                "actor": e.actor,
+                                "reason": e.reason,
+                                "query": e.query_log_id,
+                            }
+                            for e in t.events
+                        ],
+                    }
+                    for t in self.timelines
+                ],
+            },
         }
 
 
@@ -131,14 +252,16 @@ def run_demo(
     settings: Settings,
     *,
     limit: int | None = None,
+    feedback: bool = True,
     on_row: Callable[[int, DemoRow], None] | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> DemoReport:
-    """Index the demo corpus (once), empty its experience store, and run the question stream."""
+    """Index the demo corpus (once), empty its memory, run the question stream, then (``feedback``)
+    the simulated user's review and the questions asked again (module docstring)."""
     from livingrag.corpus import service
-    from livingrag.db.repositories import experiences as experience_repo
     from livingrag.db.setup import open_database
     from livingrag.errors import NotFound
+    from livingrag.evaluation.stream import empty_memory
     from livingrag.pipeline.core import LivingRAG
 
     status = on_status or (lambda _msg: None)
@@ -154,15 +277,19 @@ def run_demo(
         t_index = time.perf_counter()
         service.indexer(db, tenant_id, corpus, settings).index_path(demo_corpus_path())
         index_seconds = time.perf_counter() - t_index
-        with db.tenant_session(tenant_id) as s:
-            experience_repo.delete_corpus_experiences(s, corpus.id)
+        empty_memory(db, tenant_id, corpus.id)  # its experiences and the answers marked wrong in earlier runs
         questions = demo_questions()[: limit or None]
         status("loading the models")
         rag = LivingRAG(settings, db=db)
         try:
             report = _stream(rag, tenant_id, corpus.id, questions, on_row)
+            if feedback:
+                status("simulated feedback from the demo's gold answers, then questions asked again")
+                _feedback_loop(rag, tenant_id, corpus.id, report, questions)
         finally:
-            rag.close()
+            rag.close()  # also writes the pending use counts: the uses of answers served from memory
+        if feedback:
+            report.timelines = _timelines(db, tenant_id, report)
         report.index_seconds = index_seconds
         report.seconds = time.perf_counter() - t0
         return report
@@ -242,3 +369,77 @@ def _stream(
         model=getattr(rag.llm, "name", "?"),
         verifier=rag.store.verifier.name,
     )
+
+
+def reviewed_count(questions: int) -> int:
+    """How many of the first questions the simulated user reviews: all but the last once there are
+    six or more (the last is asked again unreviewed), else all."""
+    return questions - 1 if questions >= 6 else questions
+
+
+def _feedback_loop(
+    rag: LivingRAG, tenant_id: int, corpus_id: int, report: DemoReport, questions: list[dict[str, Any]]
+) -> None:
+    """The review, the questions asked again and the timelines (module docstring), into ``report``."""
+    from livingrag.evaluation.feedback import GoldReviewer
+    from livingrag.experience.feedback import TrustService
+
+    rag.flush()  # every write-back decided (and every dropped one logged): a verdict needs to know what was kept
+    reviewer = GoldReviewer(TrustService(rag.db, rag.settings, rag.store), rate=1.0, seed=0, actor=DEMO_ACTOR)
+    n_review = reviewed_count(len(report.rows))
+    review_of: dict[int, str] = {}
+    for i, row in enumerate(report.rows[:n_review]):
+        a = row.living
+        if a is None or a.query_log_id is None:
+            continue
+        golds = _golds(questions[i])
+        given = reviewer.review(tenant_id, a.query_log_id, a.answer, golds)
+        report.reviews.append(ReviewStep(i, row.question, a.answer, row.gold, given))
+        if given.verdict is not None:
+            review_of[i] = "corrected" if given.correction else given.verdict
+
+    right = [i for i, v in review_of.items() if v == "right"][:ASK_AGAIN_EACH]
+    corrected = [i for i, v in review_of.items() if v == "corrected"][:ASK_AGAIN_EACH]
+    unreviewed = list(range(n_review, len(report.rows)))[-1:]
+    for i in sorted({*right, *corrected, *unreviewed}):
+        item = questions[i]
+        review = review_of.get(i, "not reviewed")
+        try:
+            a = rag.answer(item["question"], tenant=tenant_id, corpus=corpus_id, mode="living")
+        except LLMError as exc:
+            report.again.append(AskedAgain(i, item["question"], item["answer"], review, None, False, str(exc)))
+            continue
+        report.again.append(
+            AskedAgain(i, item["question"], item["answer"], review, a, contain_match(a.answer, _golds(item)))
+        )
+
+
+def _golds(item: dict[str, Any]) -> list[str]:
+    return [item["answer"], *item.get("aliases", [])]
+
+
+def _timelines(db: Database, tenant_id: int, report: DemoReport) -> list[Timeline]:
+    """The history of the first corrected question's experiences: the wrong answer's (when the gate had
+    stored it) and the correction's (read once the pipeline has written its use counts and events)."""
+    from livingrag.db.repositories import trust as trust_repo
+    from livingrag.errors import NotFound
+
+    step = next((v for v in report.reviews if v.given.correction and v.given.correction_experience_id), None)
+    if step is None:
+        return []
+    asked = f"to {step.question!r}"
+    wanted = [
+        (e, f"the wrong answer {step.answer!r} {asked}, stored by the gate") for e in step.given.retracted_ids[:1]
+    ]
+    wanted.append(
+        (int(step.given.correction_experience_id or 0), f"the correction {step.given.correction_text!r} {asked}")
+    )
+    out = []
+    for exp_id, what in wanted:
+        try:
+            with db.tenant_session(tenant_id) as s:
+                events = trust_repo.history(s, exp_id)
+        except NotFound:
+            continue
+        out.append(Timeline(exp_id, what, events))
+    return out

@@ -75,7 +75,17 @@ class QueryRecord:
 
     Write-back (Table 6, figures 3 and 9): ``writeback`` (one of :data:`DECISIONS`, None when the
     system writes nothing), ``novelty`` (NS), ``grounding`` (GS; None when GS did not run),
-    ``stored_experience_id``, ``store_size_after``. ``error``: why the query failed, if it did.
+    ``stored_experience_id``, ``store_size_after`` (after the question's feedback, if any).
+
+    Feedback (``--feedback-rate``; :mod:`livingrag.evaluation.feedback`): ``feedback`` (the simulated
+    verdict, right or wrong; None when the answer got none), ``feedback_correction`` (the wrong verdict
+    came with the first gold answer as the corrected answer; None without feedback),
+    ``correction_experience_id`` (the experience holding that correction), ``reused_wrong`` (the answer
+    was served from memory, ``reused_experience_id``, and is not Contain-correct; None when it was not
+    served from memory). ``extra["feedback"]`` keeps the experiences the verdict verified and retracted,
+    ``extra["feedback_error"]`` why a drawn answer got no verdict.
+
+    ``error``: why the query failed, if it did.
     """
 
     system: str
@@ -115,6 +125,10 @@ class QueryRecord:
     grounding: float | None = None
     stored_experience_id: int | None = None
     store_size_after: int | None = None
+    feedback: str | None = None
+    feedback_correction: bool | None = None
+    correction_experience_id: int | None = None
+    reused_wrong: bool | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 

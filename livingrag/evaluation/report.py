@@ -22,6 +22,7 @@ from typing import Any
 
 from livingrag.evaluation import paper
 from livingrag.evaluation.datasets import Dataset
+from livingrag.evaluation.feedback import feedback_stats
 from livingrag.evaluation.metrics import (
     Prices,
     RunSummary,
@@ -104,8 +105,8 @@ def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str
     One row per (system, order), and for a system run in several orders one more (``order`` "all")
     whose per-question value is the mean over its orders. LinearRAG keeps no memory, so its run of
     the same order (else its first) is the baseline. A question that failed in either system is left
-    out (``excluded``). Per row: Contain-Acc with the fixed and broke counts, completion tokens, and
-    per-passage Recall@5 where gold passages are known; each a :class:`PairedDiff` as a dict.
+    out (``excluded``). Per row: Contain-Acc with the fixed and broke counts, prompt and completion
+    tokens, and per-passage Recall@5 where gold passages are known; each a :class:`PairedDiff` as a dict.
     """
     linear_orders = sorted(o for s, o in runs if s == SYSTEM_LINEAR)
     if not linear_orders:
@@ -132,8 +133,10 @@ def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str
             qs = sorted(set.intersection(*(set(m) for m in per_order)) & base.keys())
             mean_acc = [sum(m[q].contain_correct for m in per_order) / len(per_order) for q in qs]
             mean_tok = [sum(m[q].completion_tokens for m in per_order) / len(per_order) for q in qs]
+            mean_prompt = [sum(m[q].prompt_tokens for m in per_order) / len(per_order) for q in qs]
             contain = paired_bootstrap(mean_acc, [float(base[q].contain_correct) for q in qs]) if qs else None
             tokens = paired_bootstrap(mean_tok, [float(base[q].completion_tokens) for q in qs]) if qs else None
+            prompt = paired_bootstrap(mean_prompt, [float(base[q].prompt_tokens) for q in qs]) if qs else None
             rows.append(
                 {
                     "system": system,
@@ -144,6 +147,7 @@ def paired_rows(runs: dict[tuple[str, int], list[QueryRecord]]) -> list[dict[str
                     "fixed": None,
                     "broke": None,
                     "completion_tokens": asdict(tokens) if tokens else None,
+                    "prompt_tokens": asdict(prompt) if prompt else None,
                     "passage_recall_at_5": None,
                 }
             )
@@ -155,7 +159,14 @@ def _paired_row(
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"system": system, "order": order, "n": len(mine), "excluded": excluded}
     if not mine:
-        return row | {"contain": None, "fixed": 0, "broke": 0, "completion_tokens": None, "passage_recall_at_5": None}
+        return row | {
+            "contain": None,
+            "fixed": 0,
+            "broke": 0,
+            "completion_tokens": None,
+            "prompt_tokens": None,
+            "passage_recall_at_5": None,
+        }
     fixed, broke = fixed_and_broke([r.contain_correct for r in mine], [r.contain_correct for r in base])
     recall = [
         (passage_recall_at_k(a.retrieved_keys, a.gold_keys, 5), passage_recall_at_k(b.retrieved_keys, b.gold_keys, 5))
@@ -171,10 +182,37 @@ def _paired_row(
         "fixed": fixed,
         "broke": broke,
         "completion_tokens": diff(lambda r: float(r.completion_tokens)),
+        "prompt_tokens": diff(lambda r: float(r.prompt_tokens)),
         "passage_recall_at_5": (
             asdict(paired_bootstrap([x for x, _ in pairs], [y for _, y in pairs])) if pairs else None
         ),
     }
+
+
+def feedback_rows(
+    runs: dict[tuple[str, int], list[QueryRecord]], paired: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The feedback table: per (system, order) run its :class:`~livingrag.evaluation.feedback.FeedbackStats`,
+    LinearRAG's LLM calls in the same order (else its first order) as ``linear_llm_calls``, and the paired
+    differences against LinearRAG of :func:`paired_rows` (``contain``, ``prompt_tokens``,
+    ``completion_tokens``; None for LinearRAG itself)."""
+    by_key = {(r["system"], r["order"]): r for r in paired}
+    stats = {k: feedback_stats(run) for k, run in runs.items()}
+    linear = {o: st for (s, o), st in stats.items() if s == SYSTEM_LINEAR}
+    out = []
+    for (system, order), st in stats.items():
+        base = linear.get(order) or (linear[min(linear)] if linear else None)
+        p = by_key.get((system, order), {})
+        out.append(
+            asdict(st)
+            | {
+                "linear_llm_calls": base.llm_calls if base is not None else None,
+                "contain": p.get("contain"),
+                "prompt_tokens": p.get("prompt_tokens"),
+                "completion_tokens": p.get("completion_tokens"),
+            }
+        )
+    return out
 
 
 def _summary_tables(main_sum: dict[str, RunSummary]) -> dict[str, Any]:
@@ -310,6 +348,7 @@ def build_results(
             for row in paired_deltas(all_living, all_linear, metric=acc_metric, template_threshold=template_threshold)
         ]
     tables["paired"] = paired_rows(runs)
+    tables["feedback"] = feedback_rows(runs, tables["paired"])
     if any(r.question_id.endswith(REPEAT_MARK) for r in records):
         tables["repeats"] = [asdict(x) for x in repeat_stats(records)]
     tables["orders"] = asdict(
@@ -433,6 +472,106 @@ def _repeats_section(rows: Sequence[dict[str, Any]]) -> str:
             ),
             "\nA repeat is a question asked again later in the stream (verbatim or in other case and "
             "punctuation; `--repeat-share`). Worse: the first asking was Contain-correct and the repeat is not.",
+        ]
+    )
+
+
+def feedback_words(config: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """What the feedback of a run was, in words: simulated from the gold answers, at which R."""
+    rate = config.get("feedback_rate")
+    given = sum(r["feedback"] for r in rows)
+    policy = config.get("reuse_answers_from")
+    served = (
+        f"A repeated question is answered from memory without an LLM call only from an experience that "
+        f"`experience.reuse_answers_from={policy}` allows"
+        + (" (a person verified or corrected it: here, the simulated person)." if policy == "verified" else ".")
+        if policy
+        else "A repeated question is answered from memory without an LLM call only from an experience that "
+        "`experience.reuse_answers_from` allows (by default one a person verified or corrected)."
+    )
+    if rate is None and not given:
+        head = "This run records no feedback rate and no answer got feedback (it predates `--feedback-rate`)."
+    elif not rate:
+        head = (
+            "No feedback was given in this run (`--feedback-rate 0`). Feedback, when given, is simulated from "
+            "the gold answers."
+        )
+    else:
+        seed = config.get("feedback_seed")
+        head = (
+            f"**Feedback and corrections in this run are simulated from the gold answers**, not given by people: "
+            f"each answer of a system with memory was drawn for feedback with probability R = {float(rate):g}"
+            + (f" (feedback seed {seed})" if seed is not None else "")
+            + ", marked right when it is Contain-correct and otherwise marked wrong with the first gold answer "
+            "as the corrected answer, as a person who knows the answer would. Answers served from memory got "
+            "feedback too. A verdict is given as soon as its question's write-back is decided"
+            + (
+                f" (with {config['concurrency']} question(s) in flight the next ones may already be answered by "
+                "then: a repeat that close to its first asking cannot use the verdict)"
+                if config.get("concurrency")
+                else ""
+            )
+            + ". A simulated correction is always Contain-correct and comes at once; people's verdicts are "
+            "sparser, later and sometimes wrong, so read these rows as what trust-based reuse does with the "
+            "feedback it is given, not as what a deployment will see."
+        )
+    return f"{head} {served} LinearRAG keeps no memory and gets no feedback."
+
+
+def _feedback_section(rows: Sequence[dict[str, Any]], config: dict[str, Any]) -> str:
+    """Per system (and order): feedback given, LLM calls, answers served from memory and how many of
+    them were wrong, Contain-Acc and tokens, with the paired intervals against LinearRAG."""
+
+    def calls(r: dict[str, Any]) -> str:
+        base = r.get("linear_llm_calls")
+        if r["system"] == SYSTEM_LINEAR or not base:
+            return f"{r['llm_calls']:,}"
+        return f"{r['llm_calls']:,} ({100 * (r['llm_calls'] - base) / base:+.1f}%)"
+
+    table = [
+        [
+            system_label(r["system"]),
+            str(r["order"]),
+            str(r["questions"]),
+            DASH if r["system"] == SYSTEM_LINEAR else f"{r['right']} / {r['wrong']} ({r['corrections']})",
+            calls(r),
+            str(r["served_from_memory"]),
+            str(r["served_wrong"]),
+            _pct(r["contain_acc"]),
+            _interval(r.get("contain"), 100, 1),
+            _num(r["prompt_mean"]),
+            _interval(r.get("prompt_tokens"), 1, 1),
+            _num(r["completion_mean"]),
+            _interval(r.get("completion_tokens"), 1, 1),
+        ]
+        for r in rows
+    ]
+    return "\n".join(
+        [
+            "\n## Feedback and answers from memory\n",
+            feedback_words(config, rows) + "\n",
+            _table(
+                [
+                    "System",
+                    "Order",
+                    "Questions",
+                    "Feedback right / wrong (corrected)",
+                    "LLM calls (vs LinearRAG)",
+                    "Served from memory",
+                    "… of them wrong",
+                    "Contain-Acc (%)",
+                    "Δ Contain-Acc (points)",
+                    "Prompt tokens / q",
+                    "Δ Prompt tokens",
+                    "Completion tokens / q",
+                    "Δ Completion tokens",
+                ],
+                table,
+            ),
+            "\nLLM calls: answers that reached the LLM (neither served from memory nor failed). Served from "
+            "memory: answers given again from a stored experience without an LLM call; wrong: not "
+            "Contain-correct against the gold answers. Each Δ is the system minus LinearRAG on the same "
+            "questions with the 95 % interval of 10,000 paired bootstrap resamples (as in the paired section).",
         ]
     )
 
@@ -944,6 +1083,15 @@ def _paired(v: _ReportView) -> list[str]:
     return [_paired_section(v.tables.get("paired") or [])]
 
 
+def _feedback(v: _ReportView) -> list[str]:
+    """Feedback and answers from memory per system (:func:`_feedback_section`), when a system with
+    memory ran."""
+    rows = v.tables.get("feedback") or []
+    if not any(r["system"] != SYSTEM_LINEAR for r in rows):
+        return []
+    return [_feedback_section(rows, v.config)]
+
+
 def _repeats(v: _ReportView) -> list[str]:
     """The repeated questions of a repeat stream (:func:`_repeats_section`), when there are any."""
     return [_repeats_section(v.tables["repeats"])] if v.tables.get("repeats") else []
@@ -1099,6 +1247,7 @@ SECTIONS: tuple[Callable[[_ReportView], list[str]], ...] = (
     _gates,
     _coverage,
     _paired,
+    _feedback,
     _repeats,
     _benefit,
     _orders,

@@ -11,6 +11,11 @@ record was not written when the run died is lost; at most ``concurrency`` of the
 
 The report (``results.json``, ``queries.csv``, ``report.md``, figures) is written at the end, and
 can be rewritten from ``records.jsonl`` alone with ``livingrag eval report``.
+
+With ``feedback_rate`` R > 0 a living system's answers get simulated feedback from the gold answers
+(:mod:`livingrag.evaluation.feedback`): a drawn answer's verdict is given right after its write-back
+has been decided and before its record is written, so it acts on the later questions the way the
+write-back does (with ``concurrency`` c, the next c questions may already be answered).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from livingrag.errors import InvalidInput
 from livingrag.evaluation.datasets import Dataset, Question, stream_orders
+from livingrag.evaluation.feedback import GivenFeedback, GoldReviewer
 from livingrag.evaluation.metrics import all_gold_recall_at_k, score_answer
 from livingrag.evaluation.records import (
     ABLATION_SYSTEMS,
@@ -74,10 +80,22 @@ class StreamConfig:
     question_ids: tuple[str, ...] = field(default=(), repr=False)
     repeat_share: float = 0.0
     skip: int = 0
+    feedback_rate: float = 0.0
+    """The share of a living system's answers that get simulated feedback (``--feedback-rate``)."""
+    feedback_seed: int | None = None
+    """Seed of the draw of those answers (None: ``seed``)."""
+
+    @property
+    def feedback_seed_used(self) -> int | None:
+        """The seed the feedback draw uses (None without feedback)."""
+        if not self.feedback_rate:
+            return None
+        return self.seed if self.feedback_seed is None else self.feedback_seed
 
     def identity(self) -> dict[str, Any]:
         """The fields a resumed run must share with the interrupted one (``repeat_share`` and ``skip``
-        only when set, so that runs recorded before they existed still resume)."""
+        only when set, so that runs recorded before they existed still resume; ``feedback_rate`` and
+        the feedback seed always, read as :data:`ABSENT_IDENTITY` from a run recorded before them)."""
         d = asdict(self)
         d.pop("concurrency")
         for optional in ("repeat_share", "skip"):
@@ -85,7 +103,12 @@ class StreamConfig:
                 d.pop(optional)
         d["systems"] = list(self.systems)
         d["question_ids"] = list(self.question_ids)
+        d["feedback_seed"] = self.feedback_seed_used
         return d
+
+
+ABSENT_IDENTITY: dict[str, Any] = {"feedback_rate": 0.0, "feedback_seed": None}
+"""What a ``run.json`` written before these identity fields existed means by leaving them out."""
 
 
 def parse_only_orders(value: str | None, orders: int) -> frozenset[int] | None:
@@ -160,6 +183,20 @@ def index_dataset_corpus(
     return IndexedCorpus(tenant_id, info.id, key_of_passage, seconds)
 
 
+def empty_memory(db: Database, tenant_id: int, corpus_id: int) -> int:
+    """Empty a corpus's memory for a run that starts afresh: its experiences, and the answers people
+    marked wrong for its questions (``rejected_answers``, which the gate and answer reuse read), so that
+    no earlier run's verdicts act on this one. The history (``experience_events``, ``answer_feedback``)
+    is kept. Returns the number of experiences deleted."""
+    from livingrag.db.repositories import experiences as experience_repo
+    from livingrag.db.repositories import trust as trust_repo
+
+    with db.tenant_session(tenant_id) as s:
+        deleted = experience_repo.delete_corpus_experiences(s, corpus_id)
+        trust_repo.forget_corpus_wrong(s, corpus_id)
+    return deleted
+
+
 # --------------------------------------------------------------------------------------------------
 # Records
 
@@ -181,8 +218,9 @@ def make_record(
     writeback: Any = None,
     writeback_error: str | None = None,
     store_size: int | None = None,
+    feedback: GivenFeedback | None = None,
 ) -> QueryRecord:
-    """One :class:`QueryRecord` from a pipeline answer (and its write-back decision)."""
+    """One :class:`QueryRecord` from a pipeline answer (and its write-back decision and feedback)."""
     from livingrag.experience.template import mask
 
     scores = score_answer(a.answer, q.answers)
@@ -192,7 +230,7 @@ def make_record(
     retrieval_ms = sum(lat.get(k, 0.0) for k in ("encode", "match", "retrieve", "prompt"))
     living = system != SYSTEM_LINEAR
     decision = novelty = grounding = stored_id = validation_s = None
-    if living:
+    if living and a.reused_from is None:  # an answer served from memory makes no write-back
         if writeback is not None:
             decision = _DECISIONS.get(writeback.decision, DECISION_ERROR)
             novelty, grounding, stored_id = writeback.novelty, writeback.grounding, writeback.experience_id
@@ -205,6 +243,12 @@ def make_record(
             dict(enc.base_activation), dict(a.retrieval.start_activation), activation_threshold
         )
     context = sorted(e for e, v in a.retrieval.final_activation.items() if v >= activation_threshold)
+    extra: dict[str, Any] = {}
+    if feedback is not None and feedback.verdict is not None:
+        extra["feedback"] = {"verified": list(feedback.verified_ids), "retracted": list(feedback.retracted_ids)}
+    if feedback is not None and feedback.error is not None:
+        extra["feedback_error"] = feedback.error
+    given = feedback is not None and feedback.verdict is not None
     return QueryRecord(
         system=system,
         order=order,
@@ -243,7 +287,12 @@ def make_record(
         grounding=grounding,
         stored_experience_id=stored_id,
         store_size_after=store_size if living else None,
+        feedback=feedback.verdict if feedback is not None else None,
+        feedback_correction=feedback.correction if feedback is not None and given else None,
+        correction_experience_id=feedback.correction_experience_id if feedback is not None else None,
+        reused_wrong=None if a.reused_from is None else not scores.contain,
         error=writeback_error,
+        extra=extra,
     )
 
 
@@ -299,7 +348,7 @@ class StreamRun:
         except (OSError, json.JSONDecodeError) as exc:
             raise InvalidInput(f"{run_file}: cannot read it ({exc}); use an empty --out folder") from None
         mine = self.config.identity()
-        diff = [k for k in mine if earlier.get(k) != mine[k]]
+        diff = [k for k in mine if earlier.get(k, ABSENT_IDENTITY.get(k)) != mine[k]]
         old_ids, new_ids = list(earlier.get("question_ids") or []), mine["question_ids"]
         extends = (
             set(diff) <= {"limit", "question_ids"}
@@ -319,7 +368,8 @@ class StreamRun:
         return read_records_jsonl(self.records_path, allow_truncated_tail=True), earlier.get("store_owner")
 
     def _save_state(self, store_owner: list[Any] | None) -> None:
-        state = self.config.identity() | {"store_owner": store_owner}
+        # concurrency is no part of the run's identity, but the report says what it meant for feedback
+        state = self.config.identity() | {"store_owner": store_owner, "concurrency": self.config.concurrency}
         tmp = self.out_dir / (RUN_JSON + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.out_dir / RUN_JSON)
@@ -419,17 +469,24 @@ class StreamRun:
         *,
         resume: bool,
     ) -> list[QueryRecord]:
-        from livingrag.db.repositories import experiences as experience_repo
+        from livingrag.experience.feedback import TrustService
         from livingrag.pipeline.modes import Mode
 
         mode = Mode.from_system(system)
+        reviewer = None
+        seed = self.config.feedback_seed_used
+        if mode.write and seed is not None:
+            reviewer = GoldReviewer(
+                TrustService(rag.db, rag.settings, rag.store), rate=self.config.feedback_rate, seed=seed
+            )
         if mode.write and not resume:
-            with rag.db.tenant_session(corpus.tenant_id) as s:
-                experience_repo.delete_corpus_experiences(s, corpus.corpus_id)
+            empty_memory(rag.db, corpus.tenant_id, corpus.corpus_id)
         if mode.write:
             self._save_state([system, o])
         self.log(
-            f"{system}, order {o}: {len(todo)} question(s)" + (" (resumed)" if resume else ", empty experience store")
+            f"{system}, order {o}: {len(todo)} question(s)"
+            + (" (resumed)" if resume else ", empty experience store")
+            + (f", simulated feedback on {100 * self.config.feedback_rate:g} % of the answers" if reviewer else "")
         )
         _, info = rag.resolve(corpus.tenant_id, corpus.corpus_id)
         threshold = rag.retriever(corpus.tenant_id, info).params.delta
@@ -468,7 +525,7 @@ class StreamRun:
                 if a is None:
                     rec = failed_record(q, system=system, order=o, position=position, error=error or "failed")
                 else:
-                    rec = self._finish(rag, corpus, a, q, system, o, position, threshold, verdict)
+                    rec = self._finish(rag, corpus, a, q, system, o, position, threshold, verdict, reviewer)
                 append_record(self.records_path, rec)
                 out.append(rec)
                 if task is not None and self.progress is not None:
@@ -486,8 +543,10 @@ class StreamRun:
         position: int,
         threshold: float,
         verdict: bool | None,
+        reviewer: GoldReviewer | None = None,
     ) -> QueryRecord:
-        """Queue the write-back (stream order), wait for its decision, and build the record."""
+        """Queue the write-back (stream order), wait for its decision, give the simulated feedback
+        when the question is drawn for it, and build the record."""
         from livingrag.db.repositories import experiences as experience_repo
 
         wb = wb_error = size = None
@@ -497,6 +556,11 @@ class StreamRun:
                 wb = fut.result()
             except Exception as exc:
                 wb_error = f"write-back: {type(exc).__name__}: {exc}"
+                rag.flush()  # a dropped candidate's decision is logged in batches: a verdict needs it
+        given = None
+        if reviewer is not None and a.query_log_id is not None and reviewer.chosen(q.id):
+            given = reviewer.review(corpus.tenant_id, a.query_log_id, a.answer, q.answers)
+        if system != SYSTEM_LINEAR:
             with rag.db.tenant_session(corpus.tenant_id) as s:
                 size = experience_repo.count_corpus_experiences(s, corpus.corpus_id)
         return make_record(
@@ -511,4 +575,5 @@ class StreamRun:
             writeback=wb,
             writeback_error=wb_error,
             store_size=size,
+            feedback=given,
         )

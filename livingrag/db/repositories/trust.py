@@ -407,6 +407,13 @@ def forget_wrong(session: Session, corpus_id: int, question_key: str, answer_key
     return bool(rowcount(res))
 
 
+def forget_corpus_wrong(session: Session, corpus_id: int) -> int:
+    """Forget every answer marked wrong for the questions of one corpus (its memory starts afresh);
+    returns how many pairs."""
+    res = session.execute(text("DELETE FROM rejected_answers WHERE corpus_id = :c"), {"c": int(corpus_id)})
+    return rowcount(res)
+
+
 def wrong_answer_keys(session: Session, corpus_id: int, question_key: str) -> set[str]:
     """The keys of the answers people marked wrong for the question of key ``question_key``."""
     if not question_key:
