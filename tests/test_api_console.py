@@ -242,3 +242,23 @@ def test_every_console_file_is_package_data() -> None:
     for f in files:
         rel = PurePosixPath(f.relative_to(root / "livingrag").as_posix())
         assert any(len(rel.parts) == len(PurePosixPath(p).parts) and rel.match(p) for p in patterns), rel
+
+
+def test_the_console_never_writes_markup_from_data() -> None:
+    """Every view builds elements and text nodes (``dom.js``): no script of the console assigns
+    markup (``innerHTML``, ``outerHTML``, ``insertAdjacentHTML``, ``document.write``), the feedback
+    and history views included."""
+    from pathlib import Path
+
+    ui = Path(__file__).resolve().parents[1] / "livingrag" / "api" / "ui"
+    scripts = sorted(ui.rglob("*.js"))
+    assert {"ask.js", "experiences.js", "common.js"} <= {p.name for p in scripts}
+    for path in scripts:
+        code = path.read_text()
+        for sink in (".innerHTML", ".outerHTML", ".insertAdjacentHTML(", "document.write(", "eval(", "new Function("):
+            assert sink not in code, (path.name, sink)
+    ask = (ui / "views" / "ask.js").read_text()
+    assert "/feedback`" in ask and "Correct it" in ask
+    experiences = (ui / "views" / "experiences.js").read_text()
+    assert "/history`" in experiences and "Gate score (heuristic)" in experiences
+    assert "Confidence (GS)" not in experiences

@@ -36,9 +36,11 @@ def world(client: TestClient, db: Database) -> dict[str, Any]:
     (a_id, a), (b_id, b) = keys["iso-a"], keys["iso-b"]
     a_cid = seed_corpus(client, a, "wiki-a")
     b_cid = seed_corpus(client, b, "wiki-b")
+    b_queries = []
     for q, _ in QUESTIONS:
         r = client.post("/v1/ask", json={"question": q, "corpus": b_cid, "ablations": ["gate"]}, headers=auth(b))
         assert r.status_code == 200, r.text
+        b_queries.append(r.json()["query_log_id"])
     flush(client)
     b_exps = client.get("/v1/experiences", headers=auth(b)).json()["items"]
     assert len(b_exps) == len(QUESTIONS)
@@ -50,7 +52,7 @@ def world(client: TestClient, db: Database) -> dict[str, Any]:
     return {
         "a": a, "b": b, "a_id": a_id, "b_id": b_id, "a_cid": a_cid, "b_cid": b_cid, "b_pid": b_pid,
         "b_exp": b_exps[0]["id"], "b_exps": {e["id"] for e in b_exps}, "b_job": r.json()["id"],
-        "b_counts": _counts(db, b_id), "b_key": b_key,
+        "b_counts": _counts(db, b_id), "b_key": b_key, "b_query": b_queries[0],
     }  # fmt: skip
 
 
@@ -58,8 +60,14 @@ def _counts(db: Database, tenant_id: int) -> dict[str, int]:
     with db.owner_session() as s:
         return {
             t: s.execute(text(f"SELECT count(*) FROM {t} WHERE tenant_id = :t"), {"t": tenant_id}).scalar_one()
-            for t in ("corpora", "passages", "sentences", "entities", "experiences")
-        }
+            for t in ("corpora", "passages", "sentences", "entities", "experiences", "answer_feedback",
+                      "rejected_answers")
+        } | {
+            "trusted": s.execute(
+                text("SELECT count(*) FROM experiences WHERE tenant_id = :t AND trust <> 'unverified'"),
+                {"t": tenant_id},
+            ).scalar_one()
+        }  # fmt: skip
 
 
 def _requests(w: dict[str, Any]) -> list[tuple[str, str, Any]]:
@@ -88,6 +96,14 @@ def _requests(w: dict[str, Any]) -> list[tuple[str, str, Any]]:
         ("DELETE", f"/v1/experiences/{w['b_exp']}", None),
         ("GET", f"/v1/experiences?corpus_id={b_cid}", None),
         ("POST", f"/v1/keys/{w['b_key']}/revoke", None),
+        ("GET", f"/v1/queries/{w['b_query']}/writeback", None),
+        ("POST", f"/v1/queries/{w['b_query']}/feedback", {"verdict": "wrong", "answer": "Injected by A"}),
+        ("POST", f"/v1/queries/{w['b_query']}/feedback", {"verdict": "right"}),
+        ("POST", f"/v1/experiences/{w['b_exp']}/verify", {"reason": "A says so"}),
+        ("POST", f"/v1/experiences/{w['b_exp']}/retract", None),
+        ("POST", f"/v1/experiences/{w['b_exp']}/expire", None),
+        ("GET", f"/v1/experiences/{w['b_exp']}/details", None),
+        ("GET", f"/v1/experiences/{w['b_exp']}/history", None),
     ]
 
 

@@ -44,7 +44,7 @@ def test_a_new_tenant_has_a_default_key_with_every_scope(client: TestClient) -> 
     r = client.get("/v1/keys", headers=auth(key))
     assert r.status_code == 200, r.text
     [default] = r.json()
-    assert default["name"] == "default" and default["scopes"] == ["read", "write", "admin"]
+    assert default["name"] == "default" and default["scopes"] == ["read", "write", "feedback", "admin"]
     assert default["state"] == "active" and key.startswith(default["prefix"])
     assert "key" not in default and "key_hash" not in default
     listed = {t["id"]: t for t in client.get("/v1/tenants", headers=auth(ADMIN_KEY)).json()}
@@ -91,7 +91,7 @@ def test_bad_key_requests_are_422_naming_the_problem(client: TestClient, body: d
 
 def test_each_scope_allows_its_routes_and_only_those(client: TestClient) -> None:
     _, root = _tenant(client)
-    keys = {s: _key(client, root, s, [s])["key"] for s in ("read", "write", "admin")}
+    keys = {s: _key(client, root, s, [s])["key"] for s in ("read", "write", "feedback", "admin")}
     r = client.post("/v1/corpora", json={"name": "wiki"}, headers=auth(root))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -111,6 +111,10 @@ def test_each_scope_allows_its_routes_and_only_those(client: TestClient) -> None
         ("POST", "/v1/corpora/999999999/index-jobs", {"documents": [{"text": "x"}]}, {"write"}, 404),
         ("DELETE", "/v1/corpora/999999999", None, {"write"}, 404),
         ("DELETE", "/v1/experiences/999999999", None, {"write"}, 404),
+        ("GET", "/v1/experiences/999999999/history", None, {"read"}, 404),
+        ("POST", "/v1/queries/999999999/feedback", {"verdict": "right"}, {"feedback", "write"}, 404),
+        ("POST", "/v1/experiences/999999999/verify", None, {"feedback", "write"}, 404),
+        ("POST", "/v1/experiences/999999999/retract", {"reason": "x"}, {"feedback", "write"}, 404),
         ("GET", "/v1/keys", None, {"admin"}, 200),
         ("POST", "/v1/keys/999999999/revoke", None, {"admin"}, 404),
     ]

@@ -5,10 +5,12 @@ a live ``livingrag serve`` over the embedded test database with the loopback LLM
 A tenant created with ``livingrag tenant create`` signs in with its key (typed with the keyboard),
 asks in both modes and sees the passages (grounding sentences highlighted), the fused experiences
 and the write-back decision; opens an experience; expires one and prunes with a dry run, then
-applies; edits, adds and searches passages, watches an index job finish and draws an entity's
-neighbourhood; an operator signs in with the admin key and picks a tenant; tenant A's session never
-shows tenant B's corpora or experiences, also when B's ids are typed into the URL; a rejected key
-asks to sign in again. Each page's screenshot is saved under the test's output folder (and under
+applies; says an answer is right, sees the repeat served from memory as verified, corrects it
+and follows the retracted experience to its history, then verifies it again; edits, adds and
+searches passages, watches an index job finish and draws an entity's neighbourhood; an operator
+signs in with the admin key and picks a tenant; tenant A's session never shows tenant B's corpora
+or experiences, also when B's ids are typed into the URL; a rejected key asks to sign in again.
+Each page's screenshot is saved under the test's output folder (and under
 ``$LIVINGRAG_UI_SCREENSHOTS`` when set).
 """
 
@@ -45,6 +47,10 @@ ANSWERS = {
     QUESTIONS[2][0]: (
         "The Aurora Quartet is a string quartet founded in Helsinki in 1988 by Elina Saari.",
         "Elina Saari",
+    ),
+    QUESTIONS[1][0]: (
+        "The Glass Orchard is a 1974 novel by Henrik Tallberg. Henrik Tallberg was a Swedish novelist born in Kiruna.",
+        "Kiruna",
     ),
 }
 
@@ -301,6 +307,62 @@ def test_filter_expire_and_prune_with_a_dry_run(tenant_page: Any, shots: Any) ->
     expect(page.locator("table.experiences tbody tr")).to_have_count(n - 1)
     shots(page, "experiences")
     _assert_labelled(page)
+
+
+def test_feedback_on_an_answer_and_the_history_of_its_experience(tenant_page: Any, shots: Any) -> None:
+    page = tenant_page
+    question = QUESTIONS[1][0]
+    _ask(page, question, "living")
+    page.locator("#writeback").get_by_text("stored", exact=True).wait_for()
+    feedback = page.get_by_role("region", name="Was this answer right?")
+    feedback.get_by_role("button", name="Right", exact=True).click()
+    outcome = feedback.locator(".outcome")
+    outcome.get_by_text("marked right").wait_for()
+    expect(outcome.get_by_role("list", name="What the verdict did")).to_contain_text(
+        re.compile(r"experience \d+ verified")
+    )
+    verified = outcome.get_by_role("link").first.inner_text().lstrip("#")
+    shots(page, "ask-feedback-right")
+    _assert_labelled(page)
+    # the repeat is served from memory, and the page says that experience is verified
+    _ask(page, question, "living")
+    served = page.locator("p.served")
+    expect(served).to_contain_text(f"experience #{verified}")
+    expect(served.locator(".trust")).to_contain_text(re.compile(r"verified by key \d+"))
+    # correct it: the verified answer is retracted and the correction stored, as asserted
+    feedback = page.get_by_role("region", name="Was this answer right?")
+    feedback.get_by_label("Correct it", exact=True).fill("Malmo")
+    feedback.get_by_role("button", name="Send correction").click()
+    outcome = feedback.locator(".outcome")
+    outcome.get_by_text("marked wrong").wait_for()
+    expect(outcome).to_contain_text(f"experience {verified} retracted")
+    expect(outcome.locator("p.check")).to_contain_text("no passage supports it")
+    shots(page, "ask-feedback-corrected")
+    _assert_labelled(page)
+    outcome.get_by_role("link", name=f"#{verified}").click()
+    # the experience page: who vouches for it, the gate's score as a heuristic, the timeline
+    page.locator("#exp-title").get_by_text("retracted").wait_for()
+    expect(page.locator("dd.vouched")).to_contain_text(re.compile(r"gate \(offline verifier\) · retracted by key \d+"))
+    assert page.get_by_text("Confidence (GS)").count() == 0
+    expect(page.locator("dl.facts")).to_contain_text("Gate score (heuristic)")
+    timeline = page.get_by_role("list", name="History, oldest first")
+    expect(timeline.locator("li[data-event=corrected]")).to_have_count(1)
+    events = timeline.locator("li").evaluate_all("(els) => els.map((e) => e.dataset.event)")
+    # (uses are written with the batched use counts, a second later: not waited for here)
+    assert events[0] == "created" and {"verified", "retracted", "corrected"} <= set(events), events
+    expect(timeline.locator("li[data-event=verified]").first).to_contain_text(re.compile(r"by key \d+"))
+    expect(timeline.locator("li[data-event=retracted]").first).to_contain_text("marked wrong")
+    shots(page, "experience-history")
+    _assert_labelled(page)
+    # verify it again, with a reason: the timeline gains the events
+    page.get_by_label("Reason (optional)", exact=True).fill("Kiruna after all")
+    page.get_by_role("button", name="Verify", exact=True).click()
+    page.get_by_role("alert").get_by_text(f"experience #{verified} verified").wait_for()
+    expect(page.locator("dd.vouched")).to_contain_text("verified by key")
+    expect(page.get_by_role("list", name="History, oldest first").locator("li").last).to_contain_text(
+        "Kiruna after all"
+    )
+    expect(page.get_by_role("button", name="Verify", exact=True)).to_be_disabled()
 
 
 def test_store_health_charts(tenant_page: Any, shots: Any) -> None:

@@ -20,7 +20,19 @@ from livingrag.api.fairness import TenantRateLimiter, TenantSlots, TotalSlots
 from livingrag.api.jobs import JobRegistry
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
-from livingrag.api.routes import admin, ask, corpora, experiences, graph, health, keys, passages, store, tenants
+from livingrag.api.routes import (
+    admin,
+    ask,
+    corpora,
+    experiences,
+    feedback,
+    graph,
+    health,
+    keys,
+    passages,
+    store,
+    tenants,
+)
 from livingrag.api.shared_limits import (
     SHARED_LIMITS_ENV,
     SharedLimitTable,
@@ -43,7 +55,8 @@ Authenticate with `Authorization: Bearer <key>`: a tenant's API key for corpora,
 questions and experiences (each tenant sees only its own rows: PostgreSQL row-level security),
 the admin key (`LIVINGRAG_API__ADMIN_KEY`) for `/v1/tenants` and `/v1/admin`. A tenant has
 several named keys, each with scopes: `read` (questions and every GET), `write` (corpora,
-passages, index jobs, deleting experiences), `admin` (the tenant's keys, `/v1/keys`).
+passages, index jobs, deleting experiences), `feedback` (verdicts on answers, verifying and
+retracting experiences; `write` allows these too), `admin` (the tenant's keys, `/v1/keys`).
 With the admin key, `X-Livingrag-Tenant: <tenant id>` acts for that tenant on the tenant routes
 (the web console's operator sign-in). Every error answers `{"error": {"code": ..., "message": ...}}`.
 The web console is served under `/ui`.
@@ -115,6 +128,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from livingrag.db.setup import open_database
+        from livingrag.experience.feedback import TrustService
         from livingrag.pipeline.core import LivingRAG
 
         table = SharedLimitTable.attach(shared_limits) if shared_limits is not None else None
@@ -125,6 +139,7 @@ def create_app(
             settings=settings,
             db=database,
             rag=pipeline,
+            trust=TrustService(pipeline.db, pipeline.settings, pipeline.store),
             jobs=JobRegistry(
                 max_pending=settings.api.max_pending_jobs, tenant_max_pending=settings.api.tenant_max_pending_jobs
             ),
@@ -177,12 +192,17 @@ def create_app(
             {"name": "passages", "description": "Passages and index jobs of a corpus."},
             {"name": "ask", "description": "Questions."},
             {"name": "experiences", "description": "The caller's stored experiences."},
+            {
+                "name": "feedback",
+                "description": "People's verdicts on answers: right, wrong, or the right answer (verifying, "
+                "retracting and the history of single experiences are under experiences).",
+            },
             {"name": "admin", "description": "Experience-store maintenance (admin key)."},
             {"name": "health", "description": "Readiness."},
         ],
     )
     errors.install(app)
-    for module in (tenants, keys, corpora, graph, passages, ask, experiences, store, admin, health):
+    for module in (tenants, keys, corpora, graph, passages, ask, experiences, feedback, store, admin, health):
         app.include_router(module.router)
     app.include_router(keys.operator_router)
     console.install(app)

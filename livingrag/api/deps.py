@@ -3,8 +3,9 @@
 Tenant keys: ``Authorization: Bearer <key>``; the key's sha256 is resolved on every request
 through the ``livingrag_api_key_grant`` function from an application (RLS-bound) session, so key
 hashes are never readable by the app role and a revoked or expired key fails its next request.
-Each tenant route depends on :func:`require` with the scope it needs (``read``, ``write`` or
-``admin``: :data:`~livingrag.db.repositories.api_keys.SCOPES`). The admin key
+Each tenant route depends on :func:`require` (or :func:`require_caller`, when it records who acted)
+with the scopes it accepts (``read``, ``write``, ``feedback`` or ``admin``:
+:data:`~livingrag.db.repositories.api_keys.SCOPES`). The admin key
 (``api.admin_key``) manages tenants and runs maintenance; it is not a tenant key, but with
 ``X-Livingrag-Tenant: <id>`` it acts for that tenant with every scope (the web console's operator).
 """
@@ -27,10 +28,12 @@ from livingrag.api.jobs import JobRegistry
 from livingrag.api.shared_limits import SharedTenantSlots, SharedTotalSlots
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
+from livingrag.experience.trust import Actor
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.db.engine import Database
+    from livingrag.experience.feedback import TrustService
     from livingrag.pipeline.core import LivingRAG
 
 
@@ -38,12 +41,15 @@ if TYPE_CHECKING:
 class Services:
     """Everything one app instance holds: settings, database, pipeline, jobs and limits: the global
     (``ask_slots``) and per-tenant (``tenant_slots``) question slots, the per-tenant request rate
-    (``rate``), one lock per corpus for changes to its graph (``index_locks``) and the queues that
-    commit concurrent passage adds of a corpus together (``add_queue``)."""
+    (``rate``), one lock per corpus for changes to its graph (``index_locks``), the queues that
+    commit concurrent passage adds of a corpus together (``add_queue``) and the verdicts, trust
+    changes and history of experiences (``trust``, over the pipeline's database, settings and
+    experience store)."""
 
     settings: Settings
     db: Database
     rag: LivingRAG
+    trust: TrustService
     jobs: JobRegistry
     ask_slots: TotalSlots | SharedTotalSlots
     tenant_slots: TenantSlots | SharedTenantSlots
@@ -125,23 +131,49 @@ def key_grant(
     return grant
 
 
-def require(*scopes: str) -> Callable[..., int]:
-    """A dependency returning the calling tenant's id when its key has one of ``scopes``; 403
-    naming the scope otherwise, 429 with ``Retry-After`` past the tenant's request rate
+@dataclass(frozen=True)
+class Caller:
+    """Who calls a tenant route: the tenant and the key (None: the operator, the admin key acting
+    for the tenant)."""
+
+    tenant_id: int
+    key_id: int | None
+
+    @property
+    def actor(self) -> Actor:
+        """What an experience's history records as the actor: ``key <id>``, or ``admin``."""
+        return Actor.key(self.key_id) if self.key_id is not None else Actor.admin()
+
+
+def require_caller(*scopes: str) -> Callable[..., Caller]:
+    """A dependency returning the :class:`Caller` when its key has one of ``scopes``; 403 naming
+    the scopes otherwise, 429 with ``Retry-After`` past the tenant's request rate
     (``api.tenant_rate_per_s``)."""
     unknown = set(scopes) - set(api_keys.SCOPES)
     if not scopes or unknown:
         raise ValueError(f"scopes must be some of {api_keys.SCOPES}, got {scopes}")
     needed = " or ".join(f"'{s}'" for s in scopes)
 
-    def scoped(grant: KeyGrant = Depends(key_grant), svc: Services = Depends(services)) -> int:
+    def caller(grant: KeyGrant = Depends(key_grant), svc: Services = Depends(services)) -> Caller:
         if grant.scopes.isdisjoint(scopes):
             have = ", ".join(s for s in api_keys.SCOPES if s in grant.scopes)
             raise ApiError(403, "forbidden", f"this key lacks the {needed} scope (it has: {have})")
         refusal = svc.rate.admit(grant.tenant_id)
         if refusal is not None:
             raise ApiError(429, "rate_limited", refusal.message, {"Retry-After": str(refusal.retry_after_s)})
-        return grant.tenant_id
+        return Caller(tenant_id=grant.tenant_id, key_id=grant.key_id)
+
+    caller.__name__ = f"caller_{'_or_'.join(scopes)}"
+    return caller
+
+
+def require(*scopes: str) -> Callable[..., int]:
+    """A dependency returning the calling tenant's id when its key has one of ``scopes`` (see
+    :func:`require_caller`)."""
+    who = require_caller(*scopes)
+
+    def scoped(caller: Caller = Depends(who)) -> int:
+        return caller.tenant_id
 
     scoped.__name__ = f"require_{'_or_'.join(scopes)}"
     return scoped
@@ -151,8 +183,16 @@ tenant_id = require(api_keys.READ)
 """The calling tenant's id for a key with the ``read`` scope (401 for a missing or invalid key)."""
 tenant_writer = require(api_keys.WRITE)
 """The calling tenant's id for a key with the ``write`` scope."""
+tenant_feedback = require(api_keys.FEEDBACK, api_keys.WRITE)
+"""The calling tenant's id for a key with the ``feedback`` or ``write`` scope (verdicts on answers,
+verifying and retracting experiences)."""
 tenant_admin = require(api_keys.ADMIN)
 """The calling tenant's id for a key with the ``admin`` scope (the tenant's own keys)."""
+writer_caller = require_caller(api_keys.WRITE)
+"""The :class:`Caller` with the ``write`` scope (routes that record who changed an experience)."""
+feedback_caller = require_caller(api_keys.FEEDBACK, api_keys.WRITE)
+"""The :class:`Caller` with the ``feedback`` or ``write`` scope: who gave a verdict or changed an
+experience's trust."""
 
 
 def admin(creds: HTTPAuthorizationCredentials | None = Depends(bearer), svc: Services = Depends(services)) -> None:

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from livingrag.experience.feedback import MAX_ANSWER_CHARS, MAX_NOTE_CHARS, MAX_REASON_CHARS
+
 MAX_BATCH = 1000  # documents or passages per request (the byte limit applies too)
 
 
@@ -23,6 +25,16 @@ def _storable(v: str) -> str:
 
 Text = Annotated[str, AfterValidator(_storable)]
 """A string that PostgreSQL can store: every text field of a request is one."""
+
+
+def _not_blank(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty or only white space")
+    return v
+
+
+NonBlankText = Annotated[str, AfterValidator(_storable), AfterValidator(_not_blank)]
+"""A storable string with at least one character that is not white space."""
 
 
 class _In(BaseModel):
@@ -50,7 +62,7 @@ class TenantCreated(TenantOut):
 
 # ---------------------------------------------------------------- API keys
 
-Scope = Literal["read", "write", "admin"]
+Scope = Literal["read", "write", "feedback", "admin"]
 
 
 class KeyCreate(_In):
@@ -64,7 +76,8 @@ class KeyCreate(_In):
         default=["read"],
         min_length=1,
         description="read: questions and every GET; write: corpora, passages, index jobs, deleting "
-        "experiences; admin: the tenant's keys.",
+        "experiences (and what feedback allows); feedback: verdicts on answers (POST /v1/queries/{id}/feedback), "
+        "verifying and retracting experiences; admin: the tenant's keys.",
     )
     expires_in_days: int | None = Field(default=None, ge=1, le=3650, description="Expire this many days from now.")
     expires_at: datetime | None = Field(default=None, description="Expire at this time (with a time zone).")
@@ -261,7 +274,13 @@ class AskOut(BaseModel):
     completion_tokens: int
     cost_usd: float
     latency_ms: dict[str, float]
-    query_log_id: int | None
+    query_log_id: int | None = Field(
+        description="This question's id in the query log: what /v1/queries/{query_log_id}/writeback and "
+        "/v1/queries/{query_log_id}/feedback take (null only when the question was not logged)."
+    )
+    query_id: int | None = Field(
+        default=None, description="The same as query_log_id: the id to give feedback on this answer with."
+    )
     writeback: Literal["queued", "none"] = Field(description="queued: the experience write-back runs later.")
     reused_from: int | None = Field(
         default=None,
@@ -275,12 +294,21 @@ class AskOut(BaseModel):
 # ---------------------------------------------------------------- experiences
 
 
+CONFIDENCE = (
+    "The gate's grounding score GS (eq. 16: the share of the answer's claims that the verifier found supported "
+    "by the cited passages) when it was stored: a heuristic, not a probability that the answer is right. "
+    "0 for an experience stored on a person's word without a check; see origin and trust for who vouches for it."
+)
+Trust = Literal["unverified", "verified", "retracted"]
+Origin = Literal["gate", "judge", "person", "ungated"]
+
+
 class ExperienceOut(BaseModel):
     id: int
     corpus_id: int
     query: str
     answer: str
-    confidence: float
+    confidence: float = Field(description=CONFIDENCE)
     created_at: datetime
     expires_at: datetime | None
     fusion_uses: int
@@ -289,6 +317,24 @@ class ExperienceOut(BaseModel):
     stale: bool
     stale_reason: str | None
     map_size: int
+    origin: Origin = Field(
+        default="gate",
+        description="Who stored it: gate (the automatic gate), judge (an LLM judge), person (a person's verdict "
+        "or correction), ungated (stored with the gates off).",
+    )
+    origin_detail: str | None = Field(
+        default=None, description="The gate's verifier, the judge's model, or the person (key 12, admin, operator)."
+    )
+    trust: Trust = Field(
+        default="unverified",
+        description="unverified: nobody checked it; verified: a person said it is right; retracted: a person said "
+        "it is wrong (inactive, never served again).",
+    )
+    trust_actor: str | None = Field(default=None, description="Who set the trust (key 12, admin, operator).")
+    trust_at: datetime | None = Field(default=None, description="When the trust was set.")
+    trust_reason: str | None = Field(default=None, description="Why (the person's note or the verdict).")
+    answer_uses: int = Field(default=0, description="Answers given again from it without an LLM call.")
+    gated: bool = Field(default=True, description="Stored through the write-back gates (false: gates off or a person).")
 
 
 class ExperienceList(Page):
@@ -372,8 +418,15 @@ class ExperienceDetailOut(ExperienceOut):
 class TenantPruneIn(_In):
     """Prune criteria for the caller's own experiences (each adds rows; at least one)."""
 
-    keep: int | None = Field(default=None, ge=0, description="Keep this many, the most used; delete the rest.")
-    min_confidence: float | None = Field(default=None, ge=0, le=1, description="Delete below this confidence.")
+    keep: int | None = Field(
+        default=None, ge=0, description="Keep this many (verified ones first, then the most used); delete the rest."
+    )
+    min_confidence: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Delete below this confidence (the gate's heuristic GS); verified experiences are kept.",
+    )
     unused_for: Text | None = Field(default=None, max_length=100, description="Delete if unused for e.g. 90d.")
     expired: bool = False
     stale: bool = False
@@ -447,3 +500,103 @@ class NeighbourhoodOut(BaseModel):
     entity: EntityOut
     passages: list[EntityPassage]
     linked: list[LinkedEntity]
+
+
+# ---------------------------------------------------------------- feedback and trust
+
+
+class FeedbackIn(_In):
+    """A person's verdict on the answer of one question."""
+
+    verdict: Literal["right", "wrong"] = Field(
+        ...,
+        description="right: the answer is right (its experience becomes verified; an answer the gates rejected is "
+        "stored, verified). wrong: every active experience giving this answer to this question is retracted and "
+        "the answer is never served or stored for it again.",
+    )
+    answer: NonBlankText | None = Field(
+        default=None,
+        max_length=MAX_ANSWER_CHARS,
+        description="With verdict wrong: the right answer. It is checked against the question's passages by the "
+        "configured verifier and stored as a verified experience (origin person); one no passage supports is "
+        "stored as asserted by the person, never shown as grounded.",
+    )
+    note: Text | None = Field(
+        default=None,
+        max_length=MAX_NOTE_CHARS,
+        description="Why (kept with the verdict and in the history; with a correction, also its explanation).",
+    )
+
+
+class CorrectionCheckOut(BaseModel):
+    """How a corrected answer fared against the question's passages."""
+
+    verifier: str = Field(description="The configured verifier (gates.verifier) that checked it.")
+    gs: float | None = Field(description="GS of the correction's claims (null: nothing to check it against).")
+    grounded: bool = Field(description="GS reaches gates.tau_gs: the passages support the correction.")
+    claims: list[dict[str, Any]] = Field(description="Each claim with its support g and passage.")
+
+
+class FeedbackOut(BaseModel):
+    """What a verdict did."""
+
+    feedback_id: int
+    query_log_id: int
+    corpus_id: int
+    verdict: Literal["right", "wrong"]
+    answer: str | None = Field(description="The corrected answer given with the verdict, if any.")
+    actor: str = Field(description="Who gave it: key <id>, or admin (the operator acting for the tenant).")
+    repeated: bool = Field(
+        description="The verdict repeats the question's latest one (same verdict and correction): nothing changed, "
+        "and this is that verdict's outcome."
+    )
+    verified_ids: list[int] = Field(description="Experiences verified by this verdict.")
+    retracted_ids: list[int] = Field(description="Experiences retracted by this verdict.")
+    stored_experience_id: int | None = Field(
+        description="The experience this verdict stored: the candidate the gates had rejected, or the correction."
+    )
+    remembered_wrong: bool = Field(
+        description="The answer given is remembered as wrong for this question (never served or stored again)."
+    )
+    check: CorrectionCheckOut | None = Field(description="The verifier's check of a corrected answer.")
+    messages: list[str] = Field(description="What happened, in words.")
+    created_at: datetime | None
+
+
+class TrustIn(_In):
+    reason: Text | None = Field(
+        default=None, max_length=MAX_REASON_CHARS, description="Why (kept as trust_reason and in the history)."
+    )
+
+
+class TrustChangeOut(BaseModel):
+    """What verifying or retracting one experience did, and the experience now."""
+
+    experience_id: int
+    trust: Trust = Field(description="The trust now.")
+    previous: Trust = Field(description="The trust before.")
+    changed: bool = Field(description="False: it had this trust already; nothing changed.")
+    actor: str
+    reason: str | None
+    experience: ExperienceOut
+
+
+class HistoryEventOut(BaseModel):
+    """One thing that happened to an experience."""
+
+    id: int
+    event: str = Field(
+        description="created, used_fusion, used_scaffold, used_finding, used_answer, verified, retracted, "
+        "corrected, unretracted, stale, expired or deleted."
+    )
+    actor: str = Field(description="key <id>, admin, operator or system.")
+    key_id: int | None = Field(description="The API key that did it (null: the operator, the CLI or the service).")
+    query_log_id: int | None = Field(description="The question it came with (a verdict, a use), if any.")
+    reason: str | None
+    details: dict[str, Any]
+    created_at: datetime
+
+
+class HistoryOut(BaseModel):
+    experience_id: int
+    events: list[HistoryEventOut] = Field(description="Oldest first (the newest `limit` when there are more).")

@@ -10,8 +10,8 @@ from rich.table import Table
 from livingrag.cli.common import console, examples, open_database, print_json, when
 
 app = typer.Typer(
-    help="A tenant's API keys: several named keys, each with scopes (read, write, admin), an optional expiry, "
-    "revocable at any time." + examples("livingrag key list --tenant acme"),
+    help="A tenant's API keys: several named keys, each with scopes (read, write, feedback, admin), an optional "
+    "expiry, revocable at any time." + examples("livingrag key list --tenant acme"),
     no_args_is_help=True,
 )
 
@@ -44,7 +44,9 @@ def _as_dict(rec: Any) -> dict[str, Any]:
 def create(
     tenant: str = TENANT,
     name: str = typer.Option(..., "--name", help="Key name, unique within the tenant (letters, digits, . _ -)."),
-    scopes: str = typer.Option("read", "--scopes", help="Comma-separated: read, write, admin."),
+    scopes: str = typer.Option(
+        "read", "--scopes", help="Comma-separated: read, write, feedback (verdicts on answers; verify, retract), admin."
+    ),
     expires_in_days: int | None = typer.Option(
         None, "--expires-in-days", help="Expire this many days from now (1 to 3650; default: never)."
     ),

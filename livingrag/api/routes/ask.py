@@ -88,6 +88,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         cost_usd=a.cost_usd,
         latency_ms={k: round(v, 2) for k, v in a.latency_ms.items()},
         query_log_id=a.query_log_id,
+        query_id=a.query_log_id,
         writeback="queued" if a.writeback is not None else "none",
         reused_from=a.reused_from,
         fused_experiences=[

@@ -1,5 +1,7 @@
 """``/v1/experiences``: the caller's stored experiences (list with filters, one with its details,
-expire, delete, prune with a dry-run preview)."""
+expire, delete, prune with a dry-run preview), each with who stored it and who vouches for it
+(origin, trust). Expiring, deleting and pruning are recorded in each experience's history with the
+caller as the actor. Verifying, retracting and the history itself are in :mod:`.feedback`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
-from livingrag.api.deps import Services, services, tenant_id, tenant_writer
+from livingrag.api.deps import Caller, Services, services, tenant_id, writer_caller
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_of
 from livingrag.api.schemas import (
@@ -19,6 +21,7 @@ from livingrag.api.schemas import (
     RankedEntity,
     TenantPruneIn,
     TenantPruneOut,
+    Trust,
 )
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories import insights
@@ -31,7 +34,8 @@ router = APIRouter(
 )
 
 
-def _out(r: repo.ExperienceRecord) -> ExperienceOut:
+def experience_out(r: repo.ExperienceRecord) -> ExperienceOut:
+    """What the API shows of an experience (everything but its tenant)."""
     fields = {k: v for k, v in vars(r).items() if k != "tenant_id"}
     return ExperienceOut(**fields)
 
@@ -39,9 +43,14 @@ def _out(r: repo.ExperienceRecord) -> ExperienceOut:
 @router.get("", response_model=ExperienceList, summary="List the caller's experiences, newest first")
 def list_experiences(
     corpus_id: int | None = Query(None, ge=1, description="Only this corpus."),
-    active: bool = Query(False, description="Only active experiences (not stale, not expired)."),
-    status: Literal["active", "stale", "expired"] | None = Query(None, description="Only this status."),
-    min_confidence: float | None = Query(None, ge=0, le=1, description="Only at or above this confidence."),
+    active: bool = Query(False, description="Only active experiences (not stale, expired or retracted)."),
+    status: Literal["active", "stale", "expired", "retracted"] | None = Query(
+        None, description="Only this status (active: neither stale, expired nor retracted)."
+    ),
+    min_confidence: float | None = Query(
+        None, ge=0, le=1, description="Only at or above this confidence (the gate's heuristic GS, not a probability)."
+    ),
+    trust: Trust | None = Query(None, description="Only this trust: unverified, verified or retracted."),
     page: PageParams = Depends(),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),
@@ -59,9 +68,13 @@ def list_experiences(
             offset=page.offset,
             status=status,
             min_confidence=min_confidence,
+            trust=trust,
         )
     return ExperienceList(
-        items=[_out(r) for r in rows], limit=page.limit, offset=page.offset, next_offset=page.next_offset(len(rows))
+        items=[experience_out(r) for r in rows],
+        limit=page.limit,
+        offset=page.offset,
+        next_offset=page.next_offset(len(rows)),
     )
 
 
@@ -71,7 +84,10 @@ def list_experiences(
     summary="Delete the caller's experiences by criteria (dry_run, the default, only shows what would go)",
     responses={422: {"model": ErrorResponse, "description": "No criterion, or an unreadable duration."}},
 )
-def prune(body: TenantPruneIn, tid: int = Depends(tenant_writer), svc: Services = Depends(services)) -> TenantPruneOut:
+def prune(
+    body: TenantPruneIn, caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
+) -> TenantPruneOut:
+    tid = caller.tenant_id
     if body.corpus_id is not None:
         corpus_of(svc, tid, body.corpus_id)
     now = datetime.now(UTC)
@@ -87,9 +103,17 @@ def prune(body: TenantPruneIn, tid: int = Depends(tenant_writer), svc: Services 
         items = []
         if body.dry_run:
             items = repo.prune_preview(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id)
-        counts = repo.prune(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id, dry_run=body.dry_run)
+        counts = repo.prune(
+            s,
+            criteria,
+            now=now,
+            tenant_id=tid,
+            corpus_id=body.corpus_id,
+            dry_run=body.dry_run,
+            actor=caller.actor.label,
+        )
     counts = {("keep" if k == "max_per_tenant" else k): v for k, v in counts.items()}
-    return TenantPruneOut(counts=counts, dry_run=body.dry_run, items=[_out(r) for r in items])
+    return TenantPruneOut(counts=counts, dry_run=body.dry_run, items=[experience_out(r) for r in items])
 
 
 @router.get("/{experience_id}", response_model=ExperienceOut, summary="One experience")
@@ -97,7 +121,7 @@ def get_experience(
     experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> ExperienceOut:
     with svc.db.tenant_session(tid) as s:
-        return _out(repo.get_experience(s, experience_id))
+        return experience_out(repo.get_experience(s, experience_id))
 
 
 @router.get(
@@ -126,7 +150,7 @@ def get_experience_details(
         for pid in d.source_passage_ids
     ]
     return ExperienceDetailOut(
-        **_out(rec).model_dump(),
+        **experience_out(rec).model_dump(),
         summary=d.summary,
         query_template=d.query_template,
         corpus_version=d.corpus_version,
@@ -146,17 +170,19 @@ def get_experience_details(
 
 @router.post("/{experience_id}/expire", response_model=ExperienceOut, summary="Expire one experience now")
 def expire_experience(
-    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
+    experience_id: int = Path(..., ge=1), caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
 ) -> ExperienceOut:
-    with svc.db.tenant_session(tid) as s:
-        repo.expire_experience(s, experience_id, now=datetime.now(UTC))
-        return _out(repo.get_experience(s, experience_id))
+    with svc.db.tenant_session(caller.tenant_id) as s:
+        actor = caller.actor
+        repo.expire_experience(s, experience_id, now=datetime.now(UTC), actor=actor.label, key_id=actor.key_id)
+        return experience_out(repo.get_experience(s, experience_id))
 
 
 @router.delete("/{experience_id}", status_code=204, summary="Delete one experience")
 def delete_experience(
-    experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
+    experience_id: int = Path(..., ge=1), caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
 ) -> Response:
-    with svc.db.tenant_session(tid) as s:
-        repo.delete_experience(s, experience_id)
+    with svc.db.tenant_session(caller.tenant_id) as s:
+        actor = caller.actor
+        repo.delete_experience(s, experience_id, actor=actor.label, key_id=actor.key_id)
     return Response(status_code=204)

@@ -82,8 +82,9 @@ export function fmtTime(iso) {
   return iso ? new Date(iso).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "–";
 }
 
-/** The status of an experience row: active, stale or expired. */
+/** The status of an experience row: active, retracted (by a person), stale or expired. */
 export function statusOf(e) {
+  if (e.trust === "retracted") return "retracted";
   if (e.stale) return "stale";
   if (e.expires_at && new Date(e.expires_at).getTime() <= Date.now()) return "expired";
   return "active";

@@ -32,10 +32,12 @@ KEY_PREFIX = "lrg_"
 PREFIX_CHARS = len(KEY_PREFIX) + 6
 """How much of a key is stored in the clear and shown in lists, to tell keys apart."""
 
-READ, WRITE, ADMIN = "read", "write", "admin"
-SCOPES: tuple[str, ...] = (READ, WRITE, ADMIN)
-"""read: questions and every GET; write: corpora, passages, index jobs, deleting experiences;
-admin: the tenant's own keys."""
+READ, WRITE, FEEDBACK, ADMIN = "read", "write", "feedback", "admin"
+SCOPES: tuple[str, ...] = (READ, WRITE, FEEDBACK, ADMIN)
+"""read: questions and every GET; write: corpora, passages, index jobs, deleting experiences (and
+what feedback allows); feedback: verdicts on answers and verifying or retracting experiences;
+admin: the tenant's own keys. A key made with every scope (a tenant's ``default`` key) has all four.
+The database's ``ck_api_keys_scopes`` names the same scopes (migration 0012 added ``feedback``)."""
 
 DEFAULT_KEY_NAME = "default"
 MAX_EXPIRY_DAYS = 3650

@@ -1,10 +1,12 @@
 // Ask: a question over one corpus in the linear or living mode; the answer and its explanation,
-// the passages with the sentences that ground the answer highlighted, the fused experiences (with
-// weights) and the scaffold, tokens, cost, the latency breakdown, then the write-back decision.
-import { get, post } from "../api.js";
+// whether it was served from memory (and whether a person verified that experience), the passages
+// with the sentences that ground the answer highlighted, the fused experiences (with weights) and
+// the scaffold, tokens, cost, the latency breakdown, then the write-back decision; and a person's
+// verdict on the answer: Right, Wrong, or the right answer (POST /v1/queries/{id}/feedback).
+import { ApiError, get, post } from "../api.js";
 import { append, clear, field, fmtNum, h, table } from "../dom.js";
-import { attempt } from "../messages.js";
-import { badge, corpora, corpusSelect, expLink } from "./common.js";
+import { attempt, showError } from "../messages.js";
+import { badge, corpora, corpusSelect, expLink, trustNode } from "./common.js";
 
 const STOP = new Set("the a an of in on at to and or is was were by for with as from that this its it his her their be been who what which when where whom".split(" "));
 
@@ -95,6 +97,89 @@ async function pollWriteback(queryLogId, slot, onClaims) {
   }
 }
 
+const PENDING_TRIES = 30;
+
+/** Send a verdict; while the question's write-back is still pending (409 writeback_pending) wait
+ * for Retry-After and send it again, saying so in ``status``. */
+async function sendVerdict(queryId, body, status) {
+  for (let i = 0; ; i++) {
+    try {
+      return await post(`/v1/queries/${queryId}/feedback`, body);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 409 && err.code === "writeback_pending" && i < PENDING_TRIES)) throw err;
+      clear(status).append(h("p.loading", { role: "status" }, "The write-back of this answer is still being decided; sending the verdict again in a moment…"));
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+function outcomeNode(o) {
+  const ids = (label, list) => (list.length ? h("li", {}, `${label}: `, list.map((id, i) => [i ? ", " : "", expLink(id, `#${id}`)])) : null);
+  const check = o.check
+    ? h("p.check", {}, `Your answer was checked against the passages by the ${o.check.verifier} verifier: `,
+      o.check.grounded ? badge("supported by the passages", "ok") : badge("no passage supports it", "bad"),
+      o.check.gs === null ? "" : ` (GS ${fmtNum(o.check.gs)})`,
+      o.check.grounded ? "" : "; it is kept as your word, never shown as grounded.")
+    : null;
+  return h("div.outcome", { "data-verdict": o.verdict },
+    h("p", {}, o.repeated ? "You gave this verdict before: " : "Thank you: ", badge(o.verdict === "right" ? "marked right" : "marked wrong", o.verdict === "right" ? "ok" : "bad"),
+      o.answer ? [" with the answer ", h("strong", {}, o.answer)] : null),
+    h("ul.messages-list", { "aria-label": "What the verdict did" }, o.messages.map((m) => h("li", {}, m))),
+    h("ul.ids", {},
+      ids("Verified", o.verified_ids), ids("Retracted", o.retracted_ids),
+      o.stored_experience_id ? h("li", {}, "Stored: ", expLink(o.stored_experience_id)) : null),
+    check);
+}
+
+/** Right / Wrong and "Correct it" for the answer of question ``queryId``. */
+function feedbackNode(queryId, answer) {
+  const status = h("div.feedback-outcome", { "aria-live": "polite" });
+  const buttons = [];
+  const send = async (body) => {
+    for (const b of buttons) b.disabled = true;
+    clear(status).append(h("p.loading", { role: "status" }, "Sending your verdict…"));
+    try {
+      const o = await sendVerdict(queryId, body, status);
+      clear(status).append(outcomeNode(o));
+      return o;
+    } catch (err) {
+      clear(status);
+      showError(err instanceof ApiError ? err : { status: 0, message: String(err) });
+      return null;
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+  };
+  const right = h("button.ok", { type: "button", onclick: () => send({ verdict: "right" }) }, "Right");
+  const wrong = h("button.danger", { type: "button", onclick: () => send({ verdict: "wrong" }) }, "Wrong");
+  const [corrField, correction] = field("Correct it", h("input", { type: "text", name: "correction", maxlength: 2000, autocomplete: "off" }),
+    "The right answer: it replaces this one in memory (verified), checked against the passages.");
+  const submit = h("button", { type: "submit" }, "Send correction");
+  buttons.push(right, wrong, submit);
+  const form = h("form.correct", { "aria-label": "Correct the answer" }, corrField, submit);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = correction.value.trim();
+    if (!text) { correction.focus(); return; }
+    const o = await send({ verdict: "wrong", answer: text });
+    if (o) correction.value = "";
+  });
+  return h("section.card.feedback", { "aria-labelledby": "feedback-title" },
+    h("h3#feedback-title", {}, "Was this answer right?"),
+    h("p.hint", {}, `Your verdict on “${answer}” decides what memory keeps and serves: right verifies it, wrong retracts it so it is never served for this question again.`),
+    h("div.buttons", { role: "group", "aria-label": "Verdict" }, right, wrong), form, status);
+}
+
+/** Where the answer came from: given again from an experience (with its trust), or the LLM. */
+function servedNode(a) {
+  if (!a.reused_from) return null;
+  const trust = h("span.served-trust", {}, "…");
+  const node = h("p.served", {}, "Served from memory: the answer of ", expLink(a.reused_from),
+    ", given again without an LLM call; ", trust, ".");
+  get(`/v1/experiences/${a.reused_from}`).then((e) => clear(trust).append(trustNode(e)), () => clear(trust).append("its trust could not be read"));
+  return node;
+}
+
 function resultNode(q, a) {
   const passages = h("ol.passages", { "aria-label": "Retrieved passages" });
   const draw = (claimed) => append(clear(passages), a.passages.map((p, i) => passageNode(p, i, a.answer, a.explanation, claimed)));
@@ -107,8 +192,9 @@ function resultNode(q, a) {
   const node = h("section.result", { "aria-labelledby": "answer-title" },
     h("h2#answer-title", {}, "Answer"),
     h("p.answer", {}, a.answer),
-    a.reused_from ? h("p", {}, "Given again from ", expLink(a.reused_from), " (a repeated question: no LLM call).") : null,
+    servedNode(a),
     h("h3", {}, "Explanation"), h("p.explanation", {}, a.explanation || "–"),
+    a.query_log_id ? feedbackNode(a.query_log_id, a.answer) : null,
     h("h3", {}, "Experiences"), fused,
     h("p", {}, "Scaffold: ", a.scaffold ? [expLink(a.scaffold.experience_id), ` (score ${fmtNum(a.scaffold.score)}, template similarity ${fmtNum(a.scaffold.template_similarity)})`] : "none"),
     a.finding_experience_ids.length ? h("p", {}, "Findings: ", a.finding_experience_ids.map((id) => [expLink(id), " "])) : null,

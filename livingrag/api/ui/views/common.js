@@ -22,3 +22,21 @@ export function expLink(id, text) {
 export function badge(text, kind = text) {
   return h(`span.badge.b-${kind}`, {}, text);
 }
+
+/** Who put an experience in memory, in words: "gate (offline verifier)", "person (key 3)", ... */
+export function originText(e) {
+  const d = e.origin_detail;
+  switch (e.origin) {
+    case "gate": return `gate (${d || "its"} verifier)`;
+    case "judge": return `LLM judge (${d || "the answer model"})`;
+    case "person": return `person (${d || "unknown"})`;
+    case "ungated": return "nobody: stored with the gates off";
+    default: return e.origin || "unknown";
+  }
+}
+
+/** An experience's trust: a badge, and who set it ("verified by key 3", "unverified: no person checked it"). */
+export function trustNode(e) {
+  const who = e.trust === "unverified" ? ": no person checked it" : e.trust_actor ? ` by ${e.trust_actor}` : "";
+  return h("span.trust", {}, badge(e.trust, e.trust), who);
+}
