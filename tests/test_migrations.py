@@ -302,9 +302,11 @@ def test_0011_gives_existing_experiences_their_provenance_and_question_key(fresh
                 "INSERT INTO experiences (id, tenant_id, corpus_id, query, query_embedding, embedding_dim, activation,"
                 " summary, answer, confidence, grounding) VALUES"
                 " (908, 901, 902, 'Who met  BOB?!', '[0,1,0]', 3, '{}', 's', 'Alice', 0.9,"
-                "  '{\"gated\": true, \"verifier\": \"judge\"}'),"
-                " (909, 901, 902, 'q', '[0,0,1]', 3, '{}', 's', 'a', 1.0, '{\"gated\": false, \"verifier\": \"none\"}'),"
-                " (910, 901, 902, 'q2', '[0,1,1]', 3, '{}', 's', 'a', 0.7, '{\"gated\": true, \"verifier\": \"offline\"}')"
+                '  \'{"gated": true, "verifier": "judge"}\'),'
+                " (909, 901, 902, 'q', '[0,0,1]', 3, '{}', 's', 'a', 1.0,"
+                '  \'{"gated": false, "verifier": "none"}\'),'
+                " (910, 901, 902, 'q2', '[0,1,1]', 3, '{}', 's', 'a', 0.7,"
+                '  \'{"gated": true, "verifier": "offline"}\')'
             )
         )
     migrate.upgrade(fresh_db)
