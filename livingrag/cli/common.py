@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,70 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 def load_settings() -> Settings:
     return get_settings()
+
+
+_EXIT_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_SHIELDED_SIGNALS = (signal.SIGINT, *_EXIT_SIGNALS)
+
+
+def _set_handlers(handlers: dict[int, Any]) -> None:
+    """Install ``handlers`` (signal -> handler); outside the main thread, where Python allows no
+    handler, nothing changes."""
+    for sig, handler in handlers.items():
+        try:
+            signal.signal(sig, handler)
+        except ValueError:
+            return
+
+
+def _die_by(signum: int) -> None:
+    """End the process by ``signum`` with its default action, as it would have without the handler
+    (its parent sees it terminated by that signal)."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@contextmanager
+def command_scope() -> Iterator[None]:
+    """Run one command so that every embedded PostgreSQL it started is let go when it ends, however
+    it ends: done, failed, Ctrl-C, or SIGTERM/SIGHUP (raised as ``SystemExit`` so that cleanups run,
+    as for Ctrl-C; once they have, the process ends by that signal). A server still held by another
+    process (a running ``serve``, an evaluation on the same data directory) keeps running; so does
+    any server this process held before the command (in-process callers). While the servers are
+    released, Ctrl-C and SIGTERM wait, so that a second Ctrl-C cannot leave one half-stopped."""
+    original = {sig: h for sig in _SHIELDED_SIGNALS if (h := signal.getsignal(sig)) is not None}
+    before = _embedded_held()
+    received: list[int] = []
+
+    def _exit_on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        raise SystemExit(128 + signum)
+
+    _set_handlers({sig: _exit_on_signal for sig in _EXIT_SIGNALS})
+    try:
+        yield
+    finally:
+        _set_handlers({sig: signal.SIG_IGN for sig in _SHIELDED_SIGNALS})
+        try:
+            _release_embedded(keep=before)
+        finally:
+            _set_handlers(original)
+        if received:
+            _die_by(received[0])
+
+
+def _embedded_held() -> list[Any]:
+    embedded = sys.modules.get("livingrag.db.embedded")  # not imported: no server was started
+    return [] if embedded is None else embedded.held_servers()
+
+
+def _release_embedded(keep: list[Any]) -> None:
+    embedded = sys.modules.get("livingrag.db.embedded")
+    if embedded is not None:
+        embedded.release_servers(keep=keep)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from livingrag.cli import (
     serve_cmd,
     tenant_cmd,
 )
-from livingrag.cli.common import err_console, examples
+from livingrag.cli.common import command_scope, err_console, examples
 from livingrag.errors import LivingRAGError
 
 app = typer.Typer(
@@ -75,7 +75,14 @@ def _root(
 
 
 def main() -> None:
-    """Run the CLI; expected errors print one clear line and exit 1."""
+    """Run the CLI; expected errors print one clear line and exit 1. Whatever embedded PostgreSQL
+    the command started is stopped when it ends, also on an error, Ctrl-C or SIGTERM (unless
+    another process still holds it: :func:`~livingrag.cli.common.command_scope`)."""
+    with command_scope():
+        _run()
+
+
+def _run() -> None:
     try:
         # Outside standalone mode click returns a command's typer.Exit code instead of exiting with it.
         code = app(standalone_mode=False)

