@@ -7,12 +7,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from livingrag.api.fairness import KeyedLocks, LockBusy, TenantRateLimiter, TenantSlots, TokenBucket, retry_after_s
-from livingrag.api.jobs import JobQueueFull, JobRegistry
 from livingrag.corpus.matrices import GraphCache
 from livingrag.errors import QuotaExceeded
 from livingrag.quotas import check_quota, over_quota
@@ -155,44 +153,3 @@ def test_graph_cache_keeps_to_its_byte_budget_but_keeps_the_newest() -> None:
     cache.configure(max_graphs=10, max_bytes=None)
     cache.invalidate(tenant_id=1)
     assert cache.keys() == [] and cache.nbytes() == 0
-
-
-def test_index_jobs_take_tenants_in_turn_and_cap_each_tenant() -> None:
-    jobs = JobRegistry(max_pending=100, tenant_max_pending=4)
-    order: list[str] = []
-    gate, started = threading.Event(), threading.Event()
-
-    def work(name: str) -> Any:
-        def run() -> dict[str, Any]:
-            started.set()
-            gate.wait(10)
-            order.append(name)
-            return {}
-
-        return run
-
-    jobs.submit(1, 1, 1, work("a0"))
-    assert started.wait(5)
-    for i in range(1, 4):
-        jobs.submit(1, 1, 1, work(f"a{i}"))
-    with pytest.raises(JobQueueFull, match=r"api\.tenant_max_pending_jobs"):
-        jobs.submit(1, 1, 1, work("a4"))
-    jobs.submit(2, 2, 1, work("b0"))  # another tenant still gets in
-    jobs.submit(2, 2, 1, work("b1"))
-    gate.set()
-    jobs.wait(10)
-    jobs.close()
-    # a0 was running and a1 came before b0; from then on the tenants alternate (first come, first
-    # served would run a3 before b0)
-    assert order == ["a0", "a1", "b0", "a2", "b1", "a3"]
-
-
-def test_the_job_queue_has_a_global_cap_too() -> None:
-    jobs = JobRegistry(max_pending=2, tenant_max_pending=5)
-    gate = threading.Event()
-    for t in (1, 2):
-        jobs.submit(t, t, 1, lambda: gate.wait(10) and {})  # type: ignore[arg-type, return-value]
-    with pytest.raises(JobQueueFull, match=r"api\.max_pending_jobs"):
-        jobs.submit(3, 3, 1, lambda: {})
-    gate.set()
-    jobs.close()

@@ -20,7 +20,7 @@ from sqlalchemy.exc import ProgrammingError
 
 from livingrag.db import migrate
 from livingrag.db.engine import Database
-from livingrag.db.models import KEY_TABLES, TENANT_OWNED_TABLES, TRUST_TABLES
+from livingrag.db.models import JOB_TABLES, KEY_TABLES, TENANT_OWNED_TABLES, TRUST_TABLES
 from livingrag.db.repositories import api_keys, recovery, tenants
 from tests.conftest import db_settings_for
 from tests.test_rls import _seed
@@ -28,7 +28,7 @@ from tests.test_rls import _seed
 pytestmark = pytest.mark.db
 OWNER = "livingrag_test_owner"
 LOGIN = "livingrag_test_force_login"
-FORCED = ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *TRUST_TABLES)
+FORCED = ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *TRUST_TABLES, *JOB_TABLES)
 
 
 def test_rls_is_forced_on_every_tenant_table(db: Database) -> None:
@@ -124,7 +124,7 @@ def test_an_owner_connection_off_the_owner_route_is_bound_by_rls(
         for table in FORCED:
             assert c.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0, table
         c.execute(text("SELECT set_config('livingrag.tenant_id', :t, true)"), {"t": str(a)})
-        for table in TENANT_OWNED_TABLES:
+        for table in (*TENANT_OWNED_TABLES, *JOB_TABLES):
             seen = set(c.execute(text(f"SELECT DISTINCT tenant_id FROM {table}")).scalars())
             assert seen == {a}, table
         with pytest.raises(ProgrammingError, match="row-level security"):
@@ -143,7 +143,7 @@ def test_the_owner_route_reaches_every_tenant(owned: Database, two_tenants: Call
     non-superuser owner under forced RLS."""
     a, b = two_tenants()
     with owned.owner_session() as s:
-        for table in TENANT_OWNED_TABLES:
+        for table in (*TENANT_OWNED_TABLES, *JOB_TABLES):
             seen = set(
                 s.execute(text(f"SELECT DISTINCT tenant_id FROM {table} WHERE tenant_id IN (:a, :b)"), {"a": a, "b": b})
                 .scalars()
@@ -170,7 +170,7 @@ def test_the_owner_route_reaches_every_tenant(owned: Database, two_tenants: Call
     with owned.owner_session() as s:
         tenants.delete_tenant(s, b)
     with owned.owner_session() as s:
-        for table in (*TENANT_OWNED_TABLES, *KEY_TABLES):
+        for table in (*TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES):
             assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :b"), {"b": b}).scalar() == 0
 
 
@@ -182,11 +182,11 @@ def test_the_application_role_cannot_take_the_owner_route(
     a, b = two_tenants()
     with owned.app_session() as s:
         s.execute(text("SELECT set_config('livingrag.maintenance', 'on', true)"))
-        for table in ("tenants", *TENANT_OWNED_TABLES):
+        for table in ("tenants", *TENANT_OWNED_TABLES, *JOB_TABLES):
             assert s.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0, table
     with owned.tenant_session(a) as s:
         s.execute(text("SELECT set_config('livingrag.maintenance', 'on', true)"))
-        for table in TENANT_OWNED_TABLES:
+        for table in (*TENANT_OWNED_TABLES, *JOB_TABLES):
             assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :b"), {"b": b}).scalar() == 0
         with pytest.raises(ProgrammingError, match=r"permission denied|row-level security"):
             s.execute(text("INSERT INTO tenants (name) VALUES ('planted-by-app')"))
@@ -220,3 +220,30 @@ def test_migrations_run_as_the_non_superuser_owner_with_data(owned_url: str) -> 
             assert c.execute(text("SELECT current_setting('livingrag.maintenance', true)")).scalar() in ("", None)
     finally:
         owner.dispose()
+
+
+def test_the_index_job_doors_reach_every_tenant_for_the_application_role(
+    owned: Database, two_tenants: Callable[[], tuple[int, int]]
+) -> None:
+    """Index-job workers run as the application role: with the non-superuser owner and forced RLS,
+    the migration's functions count, take and put back the jobs of every tenant (and only those
+    doors do: the role's own session sees no tenant's job)."""
+    from livingrag.db.repositories import index_jobs
+
+    a, b = two_tenants()  # each with one queued job (tests.test_rls._seed)
+    with owned.app_session() as s:
+        assert s.execute(text("SELECT count(*) FROM index_jobs")).scalar() == 0
+        assert index_jobs.count_all_active(s) >= 2
+    taken = set()
+    with owned.app_session() as s:
+        while (claimed := index_jobs.claim_next(s, worker="w", worker_lock=1)) is not None:  # no session holds 1
+            taken.add(claimed[0])
+    assert {a, b} <= taken
+    with owned.tenant_session(a) as s:
+        assert {j.state for j in index_jobs.list_jobs(s)} == {"running"}
+    with owned.app_session() as s:
+        back = index_jobs.recover_orphans(s, stale_after_s=60, max_attempts=2, failed_reason="gone: {why}")
+    assert {(o.tenant_id, o.state) for o in back} >= {(a, "queued"), (b, "queued")}
+    assert all("process is gone" in o.why for o in back)
+    with owned.tenant_session(b) as s:
+        assert {(j.state, j.attempts) for j in index_jobs.list_jobs(s)} == {("queued", 1)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -14,7 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 
 from livingrag.db.engine import Database
-from livingrag.db.models import TENANT_OWNED_TABLES
+from livingrag.db.models import JOB_TABLES, TENANT_OWNED_TABLES
 from livingrag.db.repositories import api_keys, corpora, tenants
 from tests.conftest import db_settings_for
 
@@ -47,7 +48,7 @@ def _app_user(db: Database) -> str:
     return LOGIN_ROLE if db.settings.app_url is not None else db.settings.app_role
 
 
-def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, int]:
+def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, Any]:
     """One row in every tenant-owned table for ``tenant_id``; returns their ids."""
     with db.tenant_session(tenant_id) as s:
         c = corpora.create_corpus(s, tenant_id, f"c-{tag}", embedding_model="m", embedding_dim=3, ner_model="n")
@@ -135,7 +136,18 @@ def _seed(db: Database, tenant_id: int, tag: str) -> dict[str, int]:
             ),
             {"t": tenant_id, "c": c.id},
         )
-    return {"corpus": c.id, "passage": p, "sentence": sent, "entity": e, "experience": x, "writeback": w, "query": q}
+        # index jobs (migration 0013)
+        job = s.execute(
+            text(
+                "INSERT INTO index_jobs (tenant_id, id, corpus_id, documents, payload)"
+                " VALUES (:t, md5(:tag), :c, 1, '[]') RETURNING id"
+            ),
+            {"t": tenant_id, "c": c.id, "tag": tag},
+        ).scalar_one()
+    return {
+        "corpus": c.id, "passage": p, "sentence": sent, "entity": e, "experience": x, "writeback": w, "query": q,
+        "job": job,
+    }  # fmt: skip
 
 
 _ID_COLUMN = {
@@ -150,11 +162,12 @@ _ID_COLUMN = {
     "experience_entities": ("experience_id", "experience"),
     "writeback_log": ("id", "writeback"),
     "query_log": ("id", "query"),
+    "index_jobs": ("id", "job"),
 }
 
 
 def test_every_tenant_owned_table_is_covered() -> None:
-    assert set(_ID_COLUMN) == set(TENANT_OWNED_TABLES)
+    assert set(_ID_COLUMN) == set(TENANT_OWNED_TABLES) | set(JOB_TABLES)
 
 
 def test_tenant_cannot_read_update_or_delete_other_tenants_rows(
@@ -209,7 +222,7 @@ def test_session_without_tenant_sees_nothing(db: Database, make_tenant: Callable
     a, _ = make_tenant("a")
     _seed(db, a, f"a{a}")
     with db.app_session() as s:
-        for table in ("tenants", *TENANT_OWNED_TABLES):
+        for table in ("tenants", *TENANT_OWNED_TABLES, *JOB_TABLES):
             assert s.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0
 
 
@@ -305,7 +318,7 @@ def test_tenant_delete_cascades(db: Database, make_tenant: Callable[..., tuple[i
     with db.owner_session() as s:
         tenants.delete_tenant(s, a)
     with db.owner_session() as s:
-        for table in TENANT_OWNED_TABLES:
+        for table in (*TENANT_OWNED_TABLES, *JOB_TABLES):
             assert s.execute(text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": a}).scalar() == 0
 
 

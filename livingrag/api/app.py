@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -17,7 +18,7 @@ from livingrag import __version__
 from livingrag.api import console, errors
 from livingrag.api.deps import Services
 from livingrag.api.fairness import TenantRateLimiter, TenantSlots, TotalSlots
-from livingrag.api.jobs import JobRegistry
+from livingrag.api.index_jobs import IndexJobs
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
 from livingrag.api.routes import (
@@ -140,8 +141,10 @@ def create_app(
             db=database,
             rag=pipeline,
             trust=TrustService(pipeline.db, pipeline.settings, pipeline.store),
-            jobs=JobRegistry(
-                max_pending=settings.api.max_pending_jobs, tenant_max_pending=settings.api.tenant_max_pending_jobs
+            jobs=IndexJobs(
+                database,
+                max_pending=settings.api.max_pending_jobs,
+                tenant_max_pending=settings.api.tenant_max_pending_jobs,
             ),
             **_limits(settings, table),
             several_workers=table is not None,
@@ -156,6 +159,9 @@ def create_app(
             check_interval_s=settings.api.graph_check_interval_s,
         )
         _recover_writebacks(svc)
+        # index jobs: this instance's worker takes queued jobs (those a stopped process left too)
+        # and puts back the running jobs whose worker is gone (livingrag.api.index_jobs)
+        svc.jobs.start(functools.partial(passages.run_index_job, svc))
         # Sync routes run in anyio's thread pool (40 threads by default): make room for every
         # question allowed in flight plus the other routes, so that 429 (not a hidden queue) is
         # what a client meets past api.max_inflight.

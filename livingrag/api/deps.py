@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from livingrag.api.add_queue import AddQueue
 from livingrag.api.errors import ApiError
 from livingrag.api.fairness import KeyedLocks, RateLimiter, TenantSlots, TotalSlots
-from livingrag.api.jobs import JobRegistry
+from livingrag.api.index_jobs import IndexJobs
 from livingrag.api.shared_limits import SharedTenantSlots, SharedTotalSlots
 from livingrag.db.repositories import api_keys, tenants
 from livingrag.db.repositories.api_keys import KeyGrant
@@ -50,7 +50,7 @@ class Services:
     db: Database
     rag: LivingRAG
     trust: TrustService
-    jobs: JobRegistry
+    jobs: IndexJobs
     ask_slots: TotalSlots | SharedTotalSlots
     tenant_slots: TenantSlots | SharedTenantSlots
     rate: RateLimiter
@@ -85,6 +85,8 @@ def _is_admin(svc: Services, key: str) -> bool:
 
 
 ACT_FOR_TENANT_HEADER = "X-Livingrag-Tenant"
+MAX_ID = 2**63 - 1
+"""The largest id a row can have (``bigint``)."""
 
 
 def acting_tenant(svc: Services, key: str, header: str | None) -> int | None:
@@ -97,7 +99,7 @@ def acting_tenant(svc: Services, key: str, header: str | None) -> int | None:
     if not _is_admin(svc, key):
         raise ApiError(403, "forbidden", f"{ACT_FOR_TENANT_HEADER} is accepted only with the admin key")
     value = header.strip()
-    if not value.isdigit() or int(value) <= 0:
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_ID:
         raise ApiError(422, "invalid_input", f"{ACT_FOR_TENANT_HEADER} must be a tenant id (a positive integer)")
     with svc.db.owner_session() as s:
         return int(tenants.get_tenant(s, int(value)).id)  # NotFound answers 404
@@ -138,6 +140,12 @@ class Caller:
 
     tenant_id: int
     key_id: int | None
+    scopes: frozenset[str] = frozenset()
+    """What the key may do (every scope for the operator)."""
+
+    def may(self, scope: str) -> bool:
+        """The key has ``scope``."""
+        return scope in self.scopes
 
     @property
     def actor(self) -> Actor:
@@ -161,7 +169,7 @@ def require_caller(*scopes: str) -> Callable[..., Caller]:
         refusal = svc.rate.admit(grant.tenant_id)
         if refusal is not None:
             raise ApiError(429, "rate_limited", refusal.message, {"Retry-After": str(refusal.retry_after_s)})
-        return Caller(tenant_id=grant.tenant_id, key_id=grant.key_id)
+        return Caller(tenant_id=grant.tenant_id, key_id=grant.key_id, scopes=frozenset(grant.scopes))
 
     caller.__name__ = f"caller_{'_or_'.join(scopes)}"
     return caller

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livingrag import errors as e
@@ -110,10 +111,33 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+def body_error_message(cause: BaseException) -> str:
+    """What a client is told of a body that could not be parsed (FastAPI's 400), without the
+    parser's internal text."""
+    if isinstance(cause, RecursionError):
+        return "the body is not acceptable JSON: it is nested too deeply"
+    return "the body could not be read as JSON"
+
+
+def hide_sql_parameters(exc: BaseException) -> None:
+    """Make every SQLAlchemy statement error in ``exc``'s chain print its statement without its
+    parameters (tenant data: a search string, a passage's text), wherever it is formatted later
+    (this log, the ASGI server's traceback)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, StatementError):
+            cur.hide_parameters = True
+        cur = cur.__cause__ or cur.__context__
+
+
 def server_error(
     request: Request, status: int, code: str, exc: BaseException, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    """The safe answer for a server-side failure; the exception is logged with the request id."""
+    """The safe answer for a server-side failure; the exception is logged with the request id
+    (an SQL statement's parameters left out: :func:`hide_sql_parameters`)."""
+    hide_sql_parameters(exc)
     rid = request_id_of(request)
     unexpected = not isinstance(exc, e.LivingRAGError) or code == "internal"
     log.log(
@@ -180,7 +204,7 @@ def install(app: FastAPI) -> None:
             bad = cause.object[cause.start : cause.start + 1].hex()
             message = f"the body is not UTF-8 text (byte 0x{bad} at offset {cause.start}); send UTF-8 JSON"
         elif cause is not None and exc.status_code == 400:
-            message = f"{message}: {type(cause).__name__}: {cause}"[:500]
+            message = body_error_message(cause)
         return error_response(
             exc.status_code, code, message, getattr(exc, "headers", None), request_id=request_id_of(request)
         )

@@ -107,7 +107,7 @@ class CorpusCreate(_In):
 
 
 class CorpusPatch(_In):
-    retrieval_preset: str | None = Field(
+    retrieval_preset: Text | None = Field(
         default=None,
         max_length=100,
         description="Retrieval preset the corpus is searched with: 2wikimultihopqa, hotpotqa, musique or custom "
@@ -215,7 +215,13 @@ class JobOut(BaseModel):
     error: str | None
     progress: dict[str, dict[str, int]] = Field(
         default_factory=dict,
-        description="Per indexing stage (entities, embeddings, written): {done, total} passages.",
+        description="Per indexing stage (entities, embeddings, written): {done, total} passages (as the worker "
+        "last reported it, every few seconds).",
+    )
+    attempts: int = Field(
+        default=0,
+        description="Times a worker started it: above 1 when the worker running it stopped (a restart, a crash) "
+        "and another took it over, skipping the passages already indexed.",
     )
 
 
@@ -437,7 +443,15 @@ class TenantPruneIn(_In):
 class TenantPruneOut(BaseModel):
     counts: dict[str, int]
     dry_run: bool
-    items: list[ExperienceOut] = Field(description="Dry run: what would go (at most 200, newest first).")
+    items: list[ExperienceOut] = Field(
+        description="Dry run with a key that has the read scope: what would go (at most 200, newest first); "
+        "empty otherwise."
+    )
+    items_shown: bool = Field(
+        default=True,
+        description="False when the dry run's rows were left out because the key lacks the read scope "
+        "(a write-only key sees the counts, never the experiences' questions and answers).",
+    )
 
 
 class ClaimOut(BaseModel):

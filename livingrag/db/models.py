@@ -432,6 +432,36 @@ class RejectedAnswer(Base):
     created_at: Mapped[datetime] = _now()
 
 
+class IndexJob(Base):
+    """An index job (migration 0013): its documents until it ends, its state, progress, result or
+    error, and the worker running it with that worker's lock and heartbeat; any worker answers for
+    it and a restart neither loses it nor leaves it running (:mod:`livingrag.api.index_jobs`)."""
+
+    __tablename__ = "index_jobs"
+    __table_args__ = (
+        _pk("index_jobs", "id"),
+        _in_corpus(),
+        Index("ix_index_jobs_state_created", "state", "created_at"),
+        Index("ix_index_jobs_tenant_created", "tenant_id", "created_at"),
+    )
+    tenant_id: Mapped[int] = _tenant_col()
+    id: Mapped[str] = mapped_column(Text, nullable=False)
+    corpus_id: Mapped[int] = _corpus_col()
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default="queued")
+    documents: Mapped[int] = mapped_column(Integer, nullable=False)
+    payload: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    progress: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(Text)
+    worker_lock: Mapped[int | None] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    created_at: Mapped[datetime] = _now()
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class QueryLog(Base):
     __tablename__ = "query_log"
     __table_args__ = (
@@ -491,6 +521,11 @@ TENANT_OWNED_TABLES: tuple[str, ...] = (
 TRUST_TABLES: tuple[str, ...] = ("experience_events", "answer_feedback", "rejected_answers")
 """Tenant tables of feedback and history (migration 0011) under row-level security; the application
 role may only read and append ``experience_events``."""
+
+JOB_TABLES: tuple[str, ...] = ("index_jobs",)
+"""Tenant tables of index jobs (migration 0013) under row-level security, read and written by the
+application role for its tenant; the workers take, count and put back jobs of every tenant only
+through the migration's ``SECURITY DEFINER`` functions (``livingrag_index_job_claim`` and the others)."""
 
 KEY_TABLES: tuple[str, ...] = ("api_keys",)
 """Tenant tables under row-level security that the application role reaches only through column

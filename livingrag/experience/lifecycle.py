@@ -7,6 +7,7 @@ changes it, and matching and novelty skip stale experiences from then on.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,30 +31,57 @@ _UNITS = {
 }
 
 
-def parse_duration(value: str) -> timedelta:
-    """``"30d"``, ``"12h"``, ``"2w"``, ``"90m"``, ``"1y"`` (a bare number means days)."""
-    m = _DURATION.match(value or "")
+MAX_DURATION = timedelta(days=100 * 365)
+"""The longest duration :func:`parse_duration` reads (100 years): anything longer reaches before any
+row was stored, and far enough and ``now - duration`` is no date at all (``OverflowError``)."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parse_duration(value: str, what: str | None = None) -> timedelta:
+    """``"30d"``, ``"12h"``, ``"2w"``, ``"90m"``, ``"1y"`` (a bare number means days), at most
+    :data:`MAX_DURATION`; else :class:`InvalidInput`, whose message starts with ``what`` (the field
+    or option) when given."""
+    field = f"{what}: " if what else ""
+    m = _DURATION.match(value) if isinstance(value, str) else None
     if not m:
-        raise InvalidInput(f"cannot read duration {value!r}; write e.g. 30d, 12h, 2w, 90m or 1y")
-    return float(m.group(1)) * _UNITS[(m.group(2) or "d").lower()]
+        raise InvalidInput(f"{field}cannot read duration {_shown(value)}; write e.g. 30d, 12h, 2w, 90m or 1y")
+    amount, unit = float(m.group(1)), _UNITS[(m.group(2) or "d").lower()]
+    if not math.isfinite(amount) or amount * unit.total_seconds() > MAX_DURATION.total_seconds():
+        raise InvalidInput(f"{field}duration {_shown(value)} is too long (at most {MAX_DURATION.days}d, 100 years)")
+    return amount * unit
 
 
-def parse_timestamp(value: str) -> datetime:
-    """An ISO-8601 date or timestamp; without a zone it is UTC."""
+def since(now: datetime, value: str, what: str | None = None) -> datetime:
+    """The instant ``value`` (a duration, see :func:`parse_duration`) before ``now``."""
+    return now - parse_duration(value, what)
+
+
+def parse_timestamp(value: str, what: str | None = None) -> datetime:
+    """An ISO-8601 date or timestamp; without a zone it is UTC (``what``: as in :func:`parse_duration`)."""
     try:
         ts = datetime.fromisoformat(value.strip())
     except (AttributeError, ValueError):
+        field = f"{what}: " if what else ""
         raise InvalidInput(
-            f"cannot read timestamp {value!r}; write e.g. 2026-01-31 or 2026-01-31T12:00:00+00:00"
+            f"{field}cannot read timestamp {_shown(value)}; write e.g. 2026-01-31 or 2026-01-31T12:00:00+00:00"
         ) from None
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
-def cutoff(*, before: str | None, older_than: str | None, now: datetime) -> datetime:
-    """The instant named by exactly one of ``--before TIMESTAMP`` and ``--older-than DURATION``."""
+def cutoff(
+    *, before: str | None, older_than: str | None, now: datetime, names: tuple[str, str] = ("--before", "--older-than")
+) -> datetime:
+    """The instant named by exactly one of ``--before TIMESTAMP`` and ``--older-than DURATION``
+    (``names``: what the caller calls the two, for the messages)."""
     if (before is None) == (older_than is None):
-        raise InvalidInput("give exactly one of --before TIMESTAMP and --older-than DURATION")
-    return parse_timestamp(before) if before is not None else now - parse_duration(older_than or "")
+        raise InvalidInput(f"give exactly one of {names[0]} TIMESTAMP and {names[1]} DURATION")
+    if before is not None:
+        return parse_timestamp(before, names[0])
+    return since(now, older_than or "", names[1])
 
 
 @dataclass(frozen=True)

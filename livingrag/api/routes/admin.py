@@ -40,7 +40,7 @@ def _scope(s: Session, tenant_id: int | None, corpus_id: int | None) -> Scope:
 @router.post("/expire", response_model=ExpireOut, summary="Expire experiences created before a cutoff")
 def expire(body: ExpireIn, svc: Services = Depends(services)) -> ExpireOut:
     now = datetime.now(UTC)
-    cut = lifecycle.cutoff(before=body.before, older_than=body.older_than, now=now)
+    cut = lifecycle.cutoff(before=body.before, older_than=body.older_than, now=now, names=("before", "older_than"))
     with svc.db.owner_session() as s:
         scope = _scope(s, body.tenant_id, body.corpus_id)
         n = lifecycle.expire(s, created_before=cut, scope=scope, now=now, dry_run=body.dry_run)
@@ -50,7 +50,7 @@ def expire(body: ExpireIn, svc: Services = Depends(services)) -> ExpireOut:
 @router.post("/prune", response_model=PruneOut, summary="Delete experiences by criteria")
 def prune(body: PruneIn, svc: Services = Depends(services)) -> PruneOut:
     now = datetime.now(UTC)
-    since = now - lifecycle.parse_duration(body.unused_for) if body.unused_for is not None else None
+    since = lifecycle.since(now, body.unused_for, "unused_for") if body.unused_for is not None else None
     criteria = PruneCriteria(
         max_per_tenant=body.max_per_tenant,
         min_confidence=body.min_confidence,

@@ -25,6 +25,7 @@ from livingrag.api.schemas import (
 )
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories import insights
+from livingrag.db.repositories.api_keys import READ
 from livingrag.experience import lifecycle
 
 router = APIRouter(
@@ -82,7 +83,11 @@ def list_experiences(
     "/prune",
     response_model=TenantPruneOut,
     summary="Delete the caller's experiences by criteria (dry_run, the default, only shows what would go)",
-    responses={422: {"model": ErrorResponse, "description": "No criterion, or an unreadable duration."}},
+    description="Needs the write scope. A dry run (the default) deletes nothing and answers the counts per "
+    "criterion; it lists the experiences that would go (question, answer and the rest, at most 200) only to a "
+    "key that also has the read scope: a write-only key gets the counts and `items_shown: false`, since pruning "
+    "must not be a way to read what a key may not read.",
+    responses={422: {"model": ErrorResponse, "description": "No criterion, or an unreadable or too long duration."}},
 )
 def prune(
     body: TenantPruneIn, caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
@@ -91,7 +96,8 @@ def prune(
     if body.corpus_id is not None:
         corpus_of(svc, tid, body.corpus_id)
     now = datetime.now(UTC)
-    since = now - lifecycle.parse_duration(body.unused_for) if body.unused_for is not None else None
+    since = lifecycle.since(now, body.unused_for, "unused_for") if body.unused_for is not None else None
+    show_items = body.dry_run and caller.may(READ)
     criteria = repo.PruneCriteria(
         max_per_tenant=body.keep,
         min_confidence=body.min_confidence,
@@ -101,7 +107,7 @@ def prune(
     )
     with svc.db.tenant_session(tid) as s:
         items = []
-        if body.dry_run:
+        if show_items:
             items = repo.prune_preview(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id)
         counts = repo.prune(
             s,
@@ -113,7 +119,12 @@ def prune(
             actor=caller.actor.label,
         )
     counts = {("keep" if k == "max_per_tenant" else k): v for k, v in counts.items()}
-    return TenantPruneOut(counts=counts, dry_run=body.dry_run, items=[experience_out(r) for r in items])
+    return TenantPruneOut(
+        counts=counts,
+        dry_run=body.dry_run,
+        items=[experience_out(r) for r in items],
+        items_shown=show_items or not body.dry_run,
+    )
 
 
 @router.get("/{experience_id}", response_model=ExperienceOut, summary="One experience")

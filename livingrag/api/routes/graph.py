@@ -3,12 +3,14 @@ graph (its passages and the entities that share them), for the web console's gra
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Path, Query
 
 from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import corpus_of
-from livingrag.api.schemas import EntityOut, EntityPassage, LinkedEntity, NeighbourhoodOut
+from livingrag.api.schemas import EntityOut, EntityPassage, LinkedEntity, NeighbourhoodOut, Text
 from livingrag.db.repositories import insights
 
 router = APIRouter(
@@ -21,7 +23,7 @@ router = APIRouter(
 @router.get("/{corpus_id}/entities", response_model=list[EntityOut], summary="Entities whose name contains q")
 def search_entities(
     corpus_id: int = Path(..., ge=1),
-    q: str = Query("", max_length=200, description="Part of the name (empty: the most connected)."),
+    q: Annotated[Text, Query(max_length=200, description="Part of the name (empty: the most connected).")] = "",
     limit: int = Query(20, ge=1, le=100),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),

@@ -23,14 +23,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
 from livingrag.api.add_queue import QueueFull
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
-from livingrag.api.jobs import Job, JobProgress
+from livingrag.api.jobs import JobProgress, JobState
 from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
 from livingrag.api.schemas import (
     Deleted,
@@ -44,13 +44,15 @@ from livingrag.api.schemas import (
     PassageList,
     PassageOut,
     PassageUpdate,
+    Text,
 )
 from livingrag.corpus import service
 from livingrag.corpus.graph import IndexReport
 from livingrag.corpus.ingest import Document
 from livingrag.corpus.matrices import current_version
-from livingrag.db.repositories import corpus_graph
+from livingrag.db.repositories import corpora, corpus_graph
 from livingrag.db.repositories.api_keys import READ, WRITE
+from livingrag.db.repositories.index_jobs import IndexJobRecord
 from livingrag.quotas import check_quota
 from livingrag.retrieval.retriever import shared_graph_cache
 from livingrag.types import CorpusInfo
@@ -164,7 +166,9 @@ def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
 @router.get("/corpora/{corpus_id}/passages", response_model=PassageList, summary="List a corpus's passages")
 def list_passages(
     corpus_id: int = Path(..., ge=1),
-    q: str | None = Query(None, max_length=200, description="Only passages whose title or text contains this."),
+    q: Annotated[
+        Text | None, Query(max_length=200, description="Only passages whose title or text contains this.")
+    ] = None,
     page: PageParams = Depends(),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),
@@ -254,22 +258,37 @@ def _delete(svc: Services, tid: int, corpus_id: int, ids: Sequence[int]) -> Dele
 # ---------------------------------------------------------------- index jobs
 
 
-def _job_out(job: Job) -> JobOut:
-    result = None
-    if job.result is not None:
-        result = IndexResult(**job.result)
+def _job_out(job: IndexJobRecord) -> JobOut:
+    state = cast(JobState, job.state)
     return JobOut(
         id=job.id,
         corpus_id=job.corpus_id,
         documents=job.documents,
-        state=job.state,
+        state=state,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        result=result,
+        result=IndexResult(**job.result) if job.result is not None else None,
         error=job.error,
-        progress=job.progress.snapshot() if job.progress is not None else {},
+        progress=job.progress or {},
+        attempts=job.attempts,
     )
+
+
+def run_index_job(
+    svc: Services, job: IndexJobRecord, documents: list[dict[str, Any]], progress: JobProgress
+) -> dict[str, Any]:
+    """Index one job's documents (what the worker of :mod:`livingrag.api.index_jobs` runs, in any
+    app instance): the corpus's change lock of this instance is held for it (the job's thread may
+    wait; request threads never do), and questions asked once it is done see its passages."""
+    with svc.db.tenant_session(job.tenant_id) as s:
+        info = corpora.get_corpus(s, job.corpus_id)
+    docs = [Document(title=d["title"], text=d["text"], external_id=d.get("external_id")) for d in documents]
+    with svc.index_locks.hold(info.id, None):
+        report = service.indexer(svc.db, job.tenant_id, info, svc.settings, progress=progress).index_documents(docs)
+    if report.indexed:
+        _load_graph(svc, job.tenant_id, info)
+    return _result(report).model_dump()
 
 
 @router.post(
@@ -277,6 +296,9 @@ def _job_out(job: Job) -> JobOut:
     status_code=202,
     response_model=JobOut,
     summary="Index a batch of documents in the background (chunked); poll the returned job",
+    description="The job and its documents are stored in the database: any worker or replica answers for it, "
+    "and a restart does not lose it (a queued job is taken by the next worker; a running one whose worker stopped is "
+    "taken over, skipping the passages already indexed, or failed with the reason after two tries).",
     responses={
         409: {"model": ErrorResponse, "description": "The corpus is full (api.max_passages_per_corpus)."},
         429: {"model": ErrorResponse, "description": "Too many index jobs pending (the tenant's or in all)."},
@@ -291,16 +313,8 @@ def submit_index_job(
     docs = _documents(body.documents, "documents")
     info = corpus_of(svc, tid, corpus_id)
     _refuse_full_corpus(svc, tid, info.id)
-    progress = JobProgress()
-
-    def work() -> dict[str, Any]:
-        with svc.index_locks.hold(info.id, None):  # the job thread may wait; request threads never do
-            report = service.indexer(svc.db, tid, info, svc.settings, progress=progress).index_documents(docs)
-        if report.indexed:  # questions asked once the job is done see its passages
-            _load_graph(svc, tid, info)
-        return _result(report).model_dump()
-
-    return _job_out(svc.jobs.submit(tid, info.id, len(docs), work, progress=progress))
+    payload = [{"title": d.title, "text": d.text, "external_id": d.external_id} for d in docs]
+    return _job_out(svc.jobs.submit(tid, info.id, payload))
 
 
 def _refuse_full_corpus(svc: Services, tid: int, corpus_id: int) -> None:
@@ -315,13 +329,15 @@ def _refuse_full_corpus(svc: Services, tid: int, corpus_id: int) -> None:
 
 
 @router.get("/index-jobs/{job_id}", response_model=JobOut, summary="An index job's state and result")
-def get_index_job(job_id: str, tid: int = Depends(job_reader), svc: Services = Depends(services)) -> JobOut:
+def get_index_job(
+    job_id: str = Path(..., max_length=64), tid: int = Depends(job_reader), svc: Services = Depends(services)
+) -> JobOut:
     job = svc.jobs.get(tid, job_id)
     if job is None:
-        raise ApiError(404, "not_found", f"no index job {job_id!r} (jobs are forgotten when the server restarts)")
+        raise ApiError(404, "not_found", f"no index job {job_id[:64]!r}")
     return _job_out(job)
 
 
 @router.get("/index-jobs", response_model=list[JobOut], summary="The caller's recent index jobs, newest first")
 def list_index_jobs(tid: int = Depends(job_reader), svc: Services = Depends(services)) -> list[JobOut]:
-    return [_job_out(j) for j in svc.jobs.list(tid)[:100]]
+    return [_job_out(j) for j in svc.jobs.of_tenant(tid, 100)]
