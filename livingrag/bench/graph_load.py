@@ -155,6 +155,9 @@ def _appended(db: Database, tenant_id: int, corpus: CorpusInfo, k: int, rounds: 
             raise InvalidInput(f"--added {k}: corpus {corpus.name!r} holds only {len(newest)} passages")
         # The loads after the savepoint see the corpus one append newer than "before".
         s.execute(text("UPDATE corpora SET rewrite_version = version - 1 WHERE id = :c"), c)
+        # as the application changes passages: under the corpus's evidence lock, so the staleness
+        # trigger (migration 0012) leaves the versions set above as they are
+        repo.lock_evidence(s, corpus.id)
         savepoint = s.begin_nested()
         mentioned = repo.passage_entity_ids(s, newest)
         repo.delete_passages(s, corpus.id, newest)
