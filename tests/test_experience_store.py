@@ -739,14 +739,14 @@ def test_write_back_caches_the_template_vector_the_question_pass_made(db: Databa
     r = store.write_back(c)
     assert r.stored and r.experience_id is not None
     assert mask(q, ()) not in seen  # not embedded again
-    np.testing.assert_allclose(store.template_vector(mask(q, ())), given)
+    np.testing.assert_allclose(store.template_vector(tenant, mask(q, ())), given)
     q2 = "Where was the director of Amber Coast born?"
     other = candidate(
         tenant, corpus, unit(DIM, (3, 1.0)), {4: 1.0}, query=q2, template_text="another text", template_embedding=given
     )
     r2 = store.write_back(other)
     assert r2.stored and r2.experience_id is not None and mask(q2, ()) in seen
-    assert not np.allclose(store.template_vector(mask(q2, ())), given)
+    assert not np.allclose(store.template_vector(tenant, mask(q2, ())), given)
     # a third candidate of a form met before, without a vector of its own, is not embedded again
     seen.clear()
     r3 = store.write_back(candidate(tenant, corpus, unit(DIM, (5, 1.0)), {6: 1.0}, query=q))
