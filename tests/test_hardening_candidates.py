@@ -50,8 +50,8 @@ def test_from_retrieval_carries_the_version_the_retrieval_read(
 def test_a_passage_changed_after_the_retrieval_is_never_stored_unchecked(
     db: Database, setup: tuple[int, CorpusInfo, Retriever]
 ) -> None:
-    """README's example, then an update of a cited passage, then a write-back without the gates:
-    the candidate is refused as changed evidence, not stored active."""
+    """The store example of docs/experience-store.md, then an update of a cited passage, then a write-back
+    without the gates: the candidate is refused as changed evidence, not stored active."""
     tenant, corpus, retriever = setup
     result = retriever.retrieve(retriever.encode(QUESTION))
     cand = ExperienceCandidate.from_retrieval(tenant, corpus.id, result, explanation="x.", answer="Galway")

@@ -1,7 +1,7 @@
 """The retrieval benchmark: Recall@2/@5 against gold passages, latency split, indexing time, memory.
 
 Datasets are read by ``eval stream``'s reader (:func:`livingrag.evaluation.datasets.load_dataset`,
-README "Datasets"): the development folders of ``../shared/datasets`` (2WikiMultiHopQA's
+docs/evaluation.md, Datasets): the development folders of ``../shared/datasets`` (2WikiMultiHopQA's
 ``gold_1000/questions_with_gold.json`` + ``hipporag_1000/2wikimultihopqa_corpus.json``, HippoRAG's
 ``musique_train``/``hotpotqa_train`` pairs), any other HippoRAG pair, and raw MuSiQue, HotpotQA and
 2WikiMultiHopQA files. A question's gold passages become the document keys of its gold corpus

@@ -10,8 +10,9 @@ from rich.table import Table
 from livingrag.cli.common import console, err_console, examples, load_settings, open_database, print_json
 
 RETRIEVAL_HELP = (
-    'Benchmark the retriever on a multi-hop QA dataset, read as `eval stream` reads it (README "Datasets": the '
-    "development folders of ../shared/datasets, HippoRAG's question + corpus pairs, raw MuSiQue JSON lines in a "
+    "Benchmark the retriever on a multi-hop QA dataset, read as `eval stream` reads it "
+    '(docs/evaluation.md, "Datasets": the development folders of ../shared/datasets, '
+    "HippoRAG's question + corpus pairs, raw MuSiQue JSON lines in a "
     ".jsonl or .json file, raw HotpotQA and 2WikiMultiHopQA files; questions without gold passages are left out): "
     "index its corpus if not yet indexed (in the configured "
     "database, under the tenant 'bench'), run every question, and report Recall@2/@5 against the gold passages, "

@@ -15,7 +15,7 @@ app = typer.Typer(help="Settings." + examples("livingrag config show"), no_args_
 )
 def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print README's configuration table (defaults)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print docs/configuration.md's settings table (defaults)."),
 ) -> None:
     from livingrag.config import settings_as_dict, settings_table
 

@@ -12,7 +12,7 @@ Matrices (n_p passages, n_e entities, n_s entity-bearing sentences):
 * ``entity_sentences``  (n_e x n_s, CSR, 0/1): the sentences an entity occurs in;
 * ``sentence_entities`` (n_s x n_e, CSR, 0/1): its transpose;
 * ``mentions``          (n_p x n_e, CSR): mention counts c(p, e) found at index time;
-* ``mention_log``       (n_p x n_e, CSR): ln(1 + c(p, e)), the passage-reset term of DESIGN.md;
+* ``mention_log``       (n_p x n_e, CSR): ln(1 + c(p, e)), the passage-reset term of LinearRAG;
 * ``entity_mention_log`` (n_e x n_p, CSR): its transpose, read row by row for the activated entities;
 * ``transition``        (n x n, CSR, n = n_e + n_p, entities first): the column-stochastic random
   walk of the undirected passage-entity graph, T[i, j] = A[i, j] / deg(j), where A holds the
@@ -183,9 +183,10 @@ def transition_matrix(mentions: sp.csr_matrix, links: np.ndarray) -> tuple[sp.cs
     """Column-stochastic walk matrix of the undirected passage-entity graph, and its dangling nodes.
 
     Nodes are the n_e entities followed by the n_p passages. A passage-entity edge weighs the
-    entity's share of the passage's mentions, w(p, e) = c(p, e) / sum_e' c(p, e') (DESIGN.md); a
-    passage link (p, q, w) adds w both ways. T[i, j] = A[i, j] / sum_i A[i, j]; a column with no
-    edge is all zeros and the node is marked dangling.
+    entity's share of the passage's mentions, w(p, e) = c(p, e) / sum_e' c(p, e') (LinearRAG's
+    reference, docs/corpora-and-retrieval.md); a passage link (p, q, w) adds w both ways.
+    T[i, j] = A[i, j] / sum_i A[i, j]; a column with no edge is all zeros and the node is marked
+    dangling.
     """
     n_p, n_e = mentions.shape
     n = n_e + n_p

@@ -8,7 +8,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RetrievalParams:
-    """LinearRAG's retrieval settings (DESIGN.md) plus this implementation's own.
+    """LinearRAG's retrieval settings plus this implementation's own.
+
+    LinearRAG's are described in docs/corpora-and-retrieval.md (LinearRAG's reference).
 
     max_iterations / passage_ratio / delta / top_k_sentence are the reference's per-dataset
     numbers; passage_node_weight, damping and the PPR tolerance are shared; length_norm_b is the

@@ -1,4 +1,6 @@
-"""Named retrieval presets: the LinearRAG reference's per-dataset settings (DESIGN.md).
+"""Named retrieval presets: the LinearRAG reference's per-dataset settings.
+
+See docs/corpora-and-retrieval.md (LinearRAG's reference; which preset for new corpora).
 
     preset            max_iterations  passage_ratio  delta  top_k_sentence
     musique                 5              2.0        0.1         4

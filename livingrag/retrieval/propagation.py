@@ -1,6 +1,7 @@
 """Semantic bridging: entity activation spread through sentences (pure numpy/scipy).
 
-LinearRAG's propagation as its reference code does it (DESIGN.md), in one precise form:
+LinearRAG's propagation as its reference code does it (docs/corpora-and-retrieval.md,
+LinearRAG's reference), in one precise form:
 
 * Round 0: the start activation a0 (the seeds; tier 1). weight(e) = a0(e).
 * Round t = 1 .. max_iterations - 1, over the frontier F_{t-1} (the entities reached in the

@@ -1,6 +1,6 @@
 """Passage scoring around PPR (pure numpy/scipy): dense scores, passage reset, eq. 27.
 
-Passage reset (DESIGN.md, LinearRAG):
+Passage reset (LinearRAG; docs/corpora-and-retrieval.md, LinearRAG's reference):
 
     reset(p) = w_p * ( ratio * minmax(cos(q, p)) + ln(1 + sum_e score(e) * ln(1 + c(p, e)) / tier(e)) )
 
@@ -68,7 +68,7 @@ def entity_bonus(
 def passage_reset(
     dense: np.ndarray, bonus: np.ndarray, *, passage_ratio: float, passage_node_weight: float
 ) -> np.ndarray:
-    """w_p * (ratio * minmax(dense) + ln(1 + bonus)) (DESIGN.md passage reset)."""
+    """w_p * (ratio * minmax(dense) + ln(1 + bonus)): LinearRAG's passage reset (see the module docstring)."""
     reset: np.ndarray = passage_node_weight * (passage_ratio * min_max(dense) + np.log1p(np.maximum(bonus, 0.0)))
     return reset
 
