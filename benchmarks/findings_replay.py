@@ -22,7 +22,7 @@ answers a prompt the same way each time. Printed per form and order, and over al
 against LinearRAG's with a 95 % paired bootstrap interval, questions fixed and broken, how many got a
 line, and completion tokens per question (a question's replayed answer counts its own tokens).
 
-    LIVINGRAG_DB__DATA_DIR=/work/lrg-reuse LIVINGRAG_LLM__MODEL=qwen2.5-coder-1.5b \\
+    LIVINGRAG_DB__DATA_DIR=runs/lrg-reuse LIVINGRAG_LLM__MODEL=qwen2.5-coder-1.5b \\
       .venv/bin/python benchmarks/findings_replay.py --dataset musique \\
       --data-dir ../shared/datasets/musique_reuse --records RUN/records.jsonl --orders 1 --dump replay.jsonl
 
@@ -97,7 +97,7 @@ print(
 )
 
 db = open_database(settings.db)
-tenant_id, corpus, _ = ensure_corpus(db, settings, data, tenant=args.tenant)
+tenant_id, corpus, _passage_keys = ensure_corpus(db, settings, data, tenant=args.tenant)
 retriever = service.retriever(db, tenant_id, corpus, settings)
 t0 = time.perf_counter()
 prepared: list[tuple[Any, Any, dict[int, float]]] = []
@@ -130,7 +130,9 @@ calls = 0
 for o, order in enumerate(stream_orders(len(qs), args.orders, args.seed)):
     if only is not None and o not in only:
         continue
-    per = {f: {"lin": [], "rep": [], "lin_tok": [], "rep_tok": [], "lines": 0} for f in forms}
+    per: dict[str, dict[str, Any]] = {
+        f: {"lin": [], "rep": [], "lin_tok": [], "rep_tok": [], "lines": 0} for f in forms
+    }
     earlier: list[int] = []
     for i in order:
         q = qs[i]
@@ -140,7 +142,7 @@ for o, order in enumerate(stream_orders(len(qs), args.orders, args.seed)):
             base = dict(prepared[i][0].base_activation)
             maps = [prepared[j][2] for j in earlier]
             s_all = retrieval_scores(emb[i], emb[earlier], base, maps, e.alpha).combined  # eq. 7
-            top, _ = select_experiences(s_all, e.top_k, e.tau_s, None)
+            top, _weights = select_experiences(s_all, e.top_k, e.tau_s, None)
             found = [earlier[t] for t in select_findings(s_all, top, e.findings_floor, k_findings)]
         for form in forms:
             stated = [
@@ -190,7 +192,7 @@ for o, order in enumerate(stream_orders(len(qs), args.orders, args.seed)):
                             + "\n"
                         )
                         dump.flush()
-                ok_rep, tok_rep, _ = asked[key]
+                ok_rep, tok_rep, _answer = asked[key]
                 per[form]["lines"] += 1
             else:
                 ok_rep, tok_rep = ok, tokens

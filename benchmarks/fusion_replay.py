@@ -15,11 +15,14 @@ the base activation, and only experiences with s_ret at or above each --floor (t
 setting); with the share of queries where fusion made a new entity reach the retriever's delta
 (Table 4's graph transfer). Usage:
 
-    LIVINGRAG_DB__DATA_DIR=/tmp/lrg-bench .venv/bin/python benchmarks/fusion_replay.py \
+    LIVINGRAG_DB__DATA_DIR=runs/lrg-bench .venv/bin/python benchmarks/fusion_replay.py \
         --data-dir ../shared/datasets/2wikimultihopqa --limit 100 --tenant bench --corpus bench-2wikimultihopqa
 """
 
+from __future__ import annotations
+
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,7 +33,7 @@ from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpus_graph
 from livingrag.evaluation.datasets import load_dataset
-from livingrag.evaluation.metrics import passage_recall_at_k
+from livingrag.evaluation.metrics import mean_or_none, passage_recall_at_k
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
 from livingrag.experience.similarity import sparse_cosine
 from livingrag.experience.sparsify import sparsify
@@ -61,37 +64,48 @@ ds = load_dataset(args.dataset, args.data_dir, limit=args.limit)
 bykey = {document_key(Document(title=d.title, text=d.text)): d.key for d in ds.corpus}
 with db.tenant_session(tid) as ses:
     kp = {p: bykey.get(k) for p, k in corpus_graph.passage_doc_keys(ses, info.id).items()}
-store = []  # (emb, map, unit template embedding)
+store: list[tuple[np.ndarray, dict[int, float], np.ndarray]] = []  # (emb, map, unit template embedding)
+Map = dict[int, float]
+Keep = Callable[[float, float, float], bool]  # keep(s_ret, cos(a_base, map), template similarity)
 
 
-def unit_max(m):
+def unit_max(m: Map) -> Map:
     top = max(m.values(), default=0.0)
     if top <= 0.0:
         return {}
     return {k: v / top for k, v in m.items()}
 
 
-def l1(m):
+def l1(m: Map) -> Map:
     tot = sum(m.values())
     if tot <= 0.0:
         return {}
     return {k: v / tot for k, v in m.items()}
 
 
-# name -> (per-map transform, keep(s_ret, cos(a_base, map), template similarity) -> bool)
-variants = {
+def overlaps(sr: float, ov: float, ts: float) -> bool:
+    return ov > 0.0
+
+
+def floor(f: float, t: float | None = None) -> Keep:
+    """Keep experiences with s_ret >= f (and template similarity >= t)."""
+    return lambda sr, ov, ts: sr >= f and (t is None or ts >= t)
+
+
+# name -> (per-map transform, keep)
+variants: dict[str, tuple[Callable[[Map], Map] | None, Keep | None]] = {
     "max-scale (ours)": (None, None),
     "L1 maps": (l1, None),
     "unit-max maps": (unit_max, None),
-    "overlap>0": (None, lambda sr, ov, ts: ov > 0.0),
-    "unit-max + overlap>0": (unit_max, lambda sr, ov, ts: ov > 0.0),
+    "overlap>0": (None, overlaps),
+    "unit-max + overlap>0": (unit_max, overlaps),
 }
 for f in args.floor:
-    variants[f"floor {f}"] = (None, lambda sr, ov, ts, f=f: sr >= f)
-    variants[f"unit-max + floor {f}"] = (unit_max, lambda sr, ov, ts, f=f: sr >= f)
+    variants[f"floor {f}"] = (None, floor(f))
+    variants[f"unit-max + floor {f}"] = (unit_max, floor(f))
     for t in args.template_floor:
-        variants[f"floor {f} + template {t}"] = (None, lambda sr, ov, ts, f=f, t=t: sr >= f and ts >= t)
-rec = {k: [] for k in ["base", *variants]}
+        variants[f"floor {f} + template {t}"] = (None, floor(f, t))
+rec: dict[str, list[float | None]] = {k: [] for k in ["base", *variants]}  # None: a question without gold
 added = {k: 0 for k in variants}
 for q in ds.questions:
     enc = r.encode(q.question)
@@ -99,7 +113,7 @@ for q in ds.questions:
     tv /= np.linalg.norm(tv) or 1.0
     base = dict(enc.base_activation)
     res0 = r.retrieve(enc)
-    keys0 = list(dict.fromkeys(kp.get(p.id) for p in res0.passages))
+    keys0 = list(dict.fromkeys(kp.get(p.id) or "" for p in res0.passages))  # "": not in the dataset
     rec["base"].append(passage_recall_at_k(keys0, q.gold_keys, 5))
     if store and base:
         ov = np.array([sparse_cosine(base, m) for _, m, _ in store])
@@ -113,7 +127,7 @@ for q in ds.questions:
             a0 = fuse(base, maps, [w[j] for j in sel], e.beta, e.top_h) if maps else base
             added[name] += bool(newly_active(base, a0, r.params.delta))
             res = r.retrieve(enc, start_activation=a0)
-            keys = list(dict.fromkeys(kp.get(p.id) for p in res.passages))
+            keys = list(dict.fromkeys(kp.get(p.id) or "" for p in res.passages))
             rec[name].append(passage_recall_at_k(keys, q.gold_keys, 5))
     else:
         for name in variants:
@@ -121,5 +135,5 @@ for q in ds.questions:
     store.append((enc.embedding, sparsify(res0.final_activation, e.epsilon, e.max_map_entities), tv))
 for k, v in rec.items():
     extra = f"  graph transfer {added[k] / len(v):.1%}" if k in added else ""
-    print(f"{k:28s} R@5 {np.mean(v):.4f}{extra}")
+    print(f"{k:28s} R@5 {mean_or_none(v) or 0.0:.4f}{extra}")
 db.close()

@@ -16,4 +16,9 @@ fi
 # The package layers ([tool.importlinter] in pyproject.toml): an upward import fails here.
 "$VENV/bin/lint-imports" --no-cache --no-logo
 "$VENV/bin/mypy"  # reads [tool.mypy] in pyproject.toml
+# benchmarks/ keeps only maintained scripts: linted, formatted and type-checked like the package.
+"$VENV/bin/ruff" check benchmarks
+"$VENV/bin/ruff" format --check benchmarks
+"$VENV/bin/mypy" benchmarks  # the same [tool.mypy] settings, on these files
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir site  # docs/: a broken link fails
 exec "$VENV/bin/python" -m pytest "$@"

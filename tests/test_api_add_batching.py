@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from livingrag.api.load import parse_server_timing
+from livingrag.bench.http_load import parse_server_timing
 from livingrag.db.engine import Database
 from livingrag.db.repositories import tenants
 from livingrag.retrieval.retriever import shared_graph_cache

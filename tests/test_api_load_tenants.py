@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from livingrag.api.load import run_two_tenants
+from livingrag.bench.http_load import run_two_tenants
 from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, Server, auth, server_env
 from tests.corpus_support import CORPUS

@@ -1,9 +1,9 @@
-"""The load runner's report (:mod:`livingrag.api.load`): the stages the server's answers name in
+"""The load runner's report (:mod:`livingrag.bench.http_load`): the stages the server's answers name in
 their ``Server-Timing`` header, summed up per stage."""
 
 from __future__ import annotations
 
-from livingrag.api.load import LoadReport, parse_server_timing
+from livingrag.bench.http_load import LoadReport, parse_server_timing
 
 
 def test_server_timing_values_are_read_by_name() -> None:

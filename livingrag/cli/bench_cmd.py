@@ -21,9 +21,22 @@ app = typer.Typer(
         "livingrag bench graph-load --tenant bench --corpus bench-2wikimultihopqa",
         "livingrag bench llm",
         "livingrag bench answer-types --run benchmarks/results/2wiki-300-offline",
+        "livingrag bench mixed-load --workers 2 --seconds 60",
+        "livingrag bench ab --a HEAD~1 --pairs 3 --cmd 'livingrag bench mixed-load --seconds 60 --json'",
     ),
     no_args_is_help=True,
 )
+
+
+def _assignments(values: list[str], option: str) -> dict[str, str]:
+    """``NAME=VALUE`` options as a dict."""
+    out: dict[str, str] = {}
+    for v in values:
+        name, eq, value = v.partition("=")
+        if not eq or not name:
+            raise typer.BadParameter(f"{option} takes NAME=VALUE, got {v!r}")
+        out[name] = value
+    return out
 
 
 @app.command(
@@ -98,7 +111,7 @@ def api(
     flood_corpus: int | None = typer.Option(None, "--flood-corpus", min=1, help="Fairness run: its corpus id."),
     rate: float = typer.Option(4.0, "--rate", min=0.1, help="Fairness run: questions/s of the --key tenant."),
 ) -> None:
-    from livingrag.api.load import DEFAULT_QUESTIONS, run_load, run_two_tenants
+    from livingrag.bench.http_load import DEFAULT_QUESTIONS, format_result, load_result, run_load, run_two_tenants
 
     if (flood_key is None) != (flood_corpus is None):
         raise typer.BadParameter("give --flood-key and --flood-corpus together")
@@ -120,41 +133,11 @@ def api(
         url, key, corpus, clients=clients, seconds=seconds, add_every=add_every,
         questions=question or DEFAULT_QUESTIONS,
     )  # fmt: skip
-    checks = report.target_checks()
-    summary = report.summary() | {
-        "errors": report.errors,
-        "targets": [{"target": name, "measured": value, "met": met} for name, value, met in checks],
-    }
+    result = load_result(report)
     if as_json:
-        print_json(summary)
-        return
-    console.print(
-        f"{summary['requests']} requests in {summary['seconds']} s from {clients} clients "
-        f"({summary['throughput_rps']} req/s; {summary['answered_rps']} answered 2xx /s), "
-        f"a passage add every {add_every} requests per client"
-    )
-    for kind in ("ask", "add"):
-        if kind in summary:
-            k = summary[kind]
-            console.print(f"{kind:4} n={k['n']:6}  p50 {k['p50_ms']:8.1f} ms  p95 {k['p95_ms']:8.1f} ms  "
-                          f"p99 {k['p99_ms']:8.1f} ms")  # fmt: skip
-    if "add_runs" in summary:
-        console.print(f"passage adds committed in {summary['add_runs']} indexing runs (group commits)")
-    stages = summary.get("stages_ms", {})
-    if stages:
-        console.print(
-            "stages (the answers' Server-Timing, ms p50/p95): "
-            + ", ".join(f"{name} {v['p50']:g}/{v['p95']:g}" for name, v in stages.items()),
-            highlight=False,
-        )
-    console.print("statuses: " + ", ".join(f"{k}: {v}" for k, v in summary["statuses"].items()))
-    console.print(
-        "targets (issue 21, measured at 32 clients for 60 s): "
-        + "; ".join(f"{name}: {value:g} {'met' if met else 'MISSED'}" for name, value, met in checks),
-        highlight=False,
-    )
-    for e in report.errors:
-        console.print(f"[red]{e}[/red]", highlight=False)
+        print_json(result)
+    else:
+        console.print(format_result(result, add_every=add_every), highlight=False, markup=False)
 
 
 class Skew(StrEnum):
@@ -438,3 +421,155 @@ def answer_types(
         print_json(report)
     else:
         console.print(format_report(report), highlight=False, markup=False)
+
+
+@app.command(
+    name="mixed-load",
+    help="The standard mixed load on a service this command starts: the loopback LLM and `livingrag serve --workers "
+    "N` on an embedded server in a fresh temporary data directory (or --data-dir), a new tenant with the ten "
+    "passages of the test corpus (or an existing corpus: --tenant-id and --corpus-id), then --clients closed-loop "
+    "clients for --seconds, every --add-every-th request a passage add, the questions with --ask-body (default: the "
+    "gate off, so every answer is a write-back candidate). Prints what `bench api` prints (latency percentiles, "
+    "throughput, the server's stage timings, statuses, issue 21's targets) and the corpus's write-back decisions "
+    "read before the server stops. The server inherits this shell's LIVINGRAG_* settings except the database, the "
+    "LLM and the admin key; --env sets more for it alone."
+    + examples(
+        "livingrag bench mixed-load",
+        "livingrag bench mixed-load --workers 2 --seconds 60 --json",
+        'livingrag bench mixed-load --ask-body \'{"mode": "linear"}\' --env LIVINGRAG_API__WRITEBACK_QUEUE_SIZE=1',
+        "livingrag bench mixed-load --data-dir runs/w2-copy --tenant-id 1 --corpus-id 1 --json",
+        "livingrag bench mixed-load --source ../old-checkout --json",
+    ),
+)
+def mixed_load(
+    workers: int = typer.Option(2, "--workers", min=1, max=64, help="`livingrag serve --workers`."),
+    clients: int = typer.Option(32, "--clients", min=1, max=1024, help="Concurrent clients."),
+    seconds: float = typer.Option(60.0, "--seconds", min=1, help="Duration of the load."),
+    add_every: int = typer.Option(5, "--add-every", min=0, help="Every n-th request of a client adds a passage."),
+    ask_body: str = typer.Option(
+        '{"ablations": ["gate"]}', "--ask-body", help="JSON merged into every question's request body."
+    ),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE in the server's environment (repeatable)."),
+    serve_arg: list[str] = typer.Option([], "--serve-arg", help="One more argument of `livingrag serve` (repeatable)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="The embedded server's data directory (default: a fresh temporary one, removed)."
+    ),
+    tenant_id: int | None = typer.Option(None, "--tenant-id", min=1, help="Load this tenant's --corpus-id."),
+    corpus_id: int | None = typer.Option(None, "--corpus-id", min=1, help="An existing corpus in --data-dir."),
+    source: Path | None = typer.Option(
+        None,
+        "--source",
+        help="Serve the package of this source tree (a checkout of another revision) instead of the one this "
+        "command runs; `bench ab --no-pythonpath` gives it as $AB_TREE.",
+    ),
+    server_log: Path | None = typer.Option(None, "--server-log", help="Append the server's output to this file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    import json
+
+    from livingrag.bench.http_load import format_result
+    from livingrag.bench.mixed_load import MixedLoadConfig, format_writeback, run_mixed_load
+    from livingrag.cli.common import err_console
+
+    try:
+        body = json.loads(ask_body)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--ask-body is no JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise typer.BadParameter("--ask-body must be a JSON object")
+    try:
+        cfg = MixedLoadConfig(
+            workers=workers,
+            clients=clients,
+            seconds=seconds,
+            add_every=add_every,
+            ask_body=body,
+            server_env=_assignments(env, "--env"),
+            serve_args=tuple(serve_arg),
+            data_dir=data_dir,
+            tenant_id=tenant_id,
+            corpus_id=corpus_id,
+            source=source,
+            server_log=server_log,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    result = run_mixed_load(cfg, progress=lambda m: err_console.print(f"[dim]{m}[/dim]", highlight=False))
+    if as_json:
+        print_json(result)
+        return
+    console.print(format_result(result, add_every=add_every), highlight=False, markup=False)
+    console.print(format_writeback(result["writeback"]), highlight=False, markup=False)
+
+
+@app.command(
+    name="ab",
+    help="Run a benchmark command on two revisions (or two settings) in interleaved pairs (A B, B A, A B, ...) and "
+    "print each figure's mean on both, the paired difference B - A and its 95 % t interval, and in how many pairs B "
+    "was higher. A revision other than WORKTREE (the working tree, uncommitted changes included) is checked out "
+    "with `git worktree add` into a temporary folder, removed afterwards. Every run is `sh -c CMD` in the current "
+    "directory with this Python environment and the revision's tree first on PYTHONPATH (PYTHONSAFEPATH=1), so it "
+    "runs that revision's package; it also sees AB_ARM, AB_PAIR, AB_REVISION, AB_COMMIT and AB_TREE. The figures "
+    "are the numbers of the last JSON object the command prints (its --json), flattened to dotted keys; the table "
+    "leaves out figures identical in every run (--all shows them). --out DIR writes results.json (every run's JSON) "
+    "and a README.md with this exact command."
+    + examples(
+        "livingrag bench ab --a HEAD~1 --b HEAD --pairs 3 --cmd 'livingrag bench retrieval --dataset "
+        "2wikimultihopqa --data-dir ../shared/datasets/2wikimultihopqa --limit 100 --json -q'",
+        "livingrag bench ab --pairs 2 --cmd 'livingrag bench mixed-load --json' --figure 'ask.*' --figure "
+        "answered_rps --out benchmarks/results/my-change",
+        "livingrag bench ab --a WORKTREE --b WORKTREE --b-env LIVINGRAG_MODELS__INDEX_THREADS=1 --pairs 2 "
+        "--cmd 'livingrag bench mixed-load --json'",
+        "livingrag bench ab --a 181042f --no-pythonpath "
+        "--cmd 'livingrag bench mixed-load --source \"$AB_TREE\" --json'",
+    ),
+)
+def ab(
+    cmd: str = typer.Option(..., "--cmd", help="The benchmark command (a shell command line) printing JSON."),
+    a: str = typer.Option("HEAD", "--a", help="Revision A (a commit, branch or tag; WORKTREE: the working tree)."),
+    b: str = typer.Option("WORKTREE", "--b", help="Revision B (default: the working tree)."),
+    pairs: int = typer.Option(3, "--pairs", min=1, max=1000, help="Pairs of runs."),
+    b_cmd: str | None = typer.Option(None, "--b-cmd", help="B's command, where it differs from --cmd."),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE for every run (repeatable)."),
+    a_env: list[str] = typer.Option([], "--a-env", help="NAME=VALUE for A's runs (repeatable)."),
+    b_env: list[str] = typer.Option([], "--b-env", help="NAME=VALUE for B's runs (repeatable)."),
+    before_each: str | None = typer.Option(
+        None, "--before-each", help="A shell command run before every run (e.g. stopping a server, dropping caches)."
+    ),
+    after_each: str | None = typer.Option(
+        None, "--after-each", help="A shell command run after every run, also a failed one."
+    ),
+    before_a: str | None = typer.Option(None, "--before-a", help="A shell command run before each of A's runs."),
+    before_b: str | None = typer.Option(None, "--before-b", help="A shell command run before each of B's runs."),
+    pause: float = typer.Option(0.0, "--pause", min=0, help="Seconds of rest after each run."),
+    timeout: float | None = typer.Option(None, "--timeout", min=1, help="A run's wall-clock limit in seconds."),
+    pythonpath: bool = typer.Option(
+        True, "--pythonpath/--no-pythonpath", help="Put the revision's tree first on PYTHONPATH (else only $AB_TREE)."
+    ),
+    figure: list[str] = typer.Option([], "--figure", help="Only figures matching this glob (repeatable)."),
+    show_all: bool = typer.Option(False, "--all", help="Also show the figures identical in every run."),
+    out: Path | None = typer.Option(None, "--out", help="Write results.json and README.md into this folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.bench.ab import ABConfig, ArmSpec, format_report, run_ab, write_out
+    from livingrag.cli.common import err_console
+
+    common = _assignments(env, "--env")
+    cfg = ABConfig(
+        a=ArmSpec(revision=a, command=cmd, env=common | _assignments(a_env, "--a-env"), before=before_a),
+        b=ArmSpec(revision=b, command=b_cmd or cmd, env=common | _assignments(b_env, "--b-env"), before=before_b),
+        pairs=pairs,
+        before_each=before_each,
+        after_each=after_each,
+        pause_s=pause,
+        timeout_s=timeout,
+        pythonpath=pythonpath,
+        figures=tuple(figure),
+    )
+    result = run_ab(cfg, progress=lambda m: err_console.print(m, style="dim", highlight=False, markup=False))
+    if out is not None:
+        write_out(result, out, ["livingrag", *sys.argv[1:]])
+    if as_json:
+        print_json(result)
+    else:
+        console.print(format_report(result, show_constant=show_all), highlight=False, markup=False)

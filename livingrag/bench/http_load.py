@@ -1,9 +1,10 @@
 """A closed-loop load generator for the HTTP API: N clients asking questions and adding passages.
 
-Used by ``livingrag bench api`` and by the load test. Each client is a thread with its own HTTP
-connection; it sends its next request as soon as the previous one returned. Every response is
-recorded (kind, status, latency), and the answers' ``query_log_id``s and added ``passage_ids``
-are kept so a caller can check that nothing was lost or written twice.
+Used by ``livingrag bench api``, ``livingrag bench mixed-load`` and the load tests. Each client is a
+thread with its own HTTP connection; it sends its next request as soon as the previous one
+returned. Every response is recorded (kind, status, latency, the stages the server timed), and the
+answers' ``query_log_id``s and added ``passage_ids`` are kept so a caller can check that nothing
+was lost or written twice. It imports nothing of the package: it measures a service over HTTP.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,8 +44,9 @@ class LoadReport:
     add_versions: set[int] = field(default_factory=set)
     """Corpus versions the passage adds answered with: each is one indexing run (a group commit)."""
     stages_ms: dict[str, list[float]] = field(default_factory=dict)
-    """``<kind>.<stage>`` -> durations from the answers' ``Server-Timing`` headers (passage adds
-    send theirs: wait, index, its phases, graph)."""
+    """``<kind>.<stage>`` -> durations the server timed: passage adds send theirs in a
+    ``Server-Timing`` header (wait, index, its phases, graph), answers in their body's
+    ``latency_ms`` (the pipeline's stages: encode, match, retrieve, llm, ..., total)."""
 
     def percentile(self, kind: str, q: float) -> float:
         xs = self.latencies_ms.get(kind) or [float("nan")]
@@ -104,6 +107,43 @@ class LoadReport:
         return out
 
 
+def load_result(report: LoadReport) -> dict[str, Any]:
+    """What ``bench api`` and ``bench mixed-load`` print: the summary, the errors and the targets."""
+    return report.summary() | {
+        "errors": report.errors,
+        "targets": [{"target": name, "measured": value, "met": met} for name, value, met in report.target_checks()],
+    }
+
+
+def format_result(result: dict[str, Any], *, add_every: int) -> str:
+    """:func:`load_result` as lines of text."""
+    lines = [
+        f"{result['requests']} requests in {result['seconds']} s from {result['clients']} clients "
+        f"({result['throughput_rps']} req/s; {result['answered_rps']} answered 2xx /s), "
+        f"a passage add every {add_every} requests per client"
+    ]
+    for kind in ("ask", "add"):
+        if kind in result:
+            k = result[kind]
+            lines.append(f"{kind:4} n={k['n']:6}  p50 {k['p50_ms']:8.1f} ms  p95 {k['p95_ms']:8.1f} ms  "
+                         f"p99 {k['p99_ms']:8.1f} ms")  # fmt: skip
+    if "add_runs" in result:
+        lines.append(f"passage adds committed in {result['add_runs']} indexing runs (group commits)")
+    stages = result.get("stages_ms", {})
+    if stages:
+        lines.append(
+            "stages (timed by the server: the adds' Server-Timing, the answers' latency_ms; ms p50/p95): "
+            + ", ".join(f"{name} {v['p50']:g}/{v['p95']:g}" for name, v in stages.items())
+        )
+    lines.append("statuses: " + ", ".join(f"{k}: {v}" for k, v in result["statuses"].items()))
+    lines.append(
+        "targets (issue 21, measured at 32 clients for 60 s): "
+        + "; ".join(f"{t['target']}: {t['measured']:g} {'met' if t['met'] else 'MISSED'}" for t in result["targets"])
+    )
+    lines += [f"error: {e}" for e in result["errors"]]
+    return "\n".join(lines)
+
+
 def parse_server_timing(header: str) -> dict[str, float]:
     """``name;dur=ms, ...`` (a ``Server-Timing`` value) -> {name: ms}; metrics without a
     duration, or with one that is not a number, are left out."""
@@ -116,6 +156,14 @@ def parse_server_timing(header: str) -> dict[str, float]:
                 with contextlib.suppress(ValueError):
                     out[name] = float(value)
     return out
+
+
+def _body_latencies(body: Any) -> dict[str, float]:
+    """An answer's ``latency_ms`` (stage -> ms); {} for a body without one."""
+    lat = body.get("latency_ms") if isinstance(body, dict) else None
+    if not isinstance(lat, dict):
+        return {}
+    return {str(k): float(v) for k, v in lat.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def run_load(
@@ -143,7 +191,7 @@ def run_load(
             report.statuses[(kind, status)] += 1
             if 200 <= status < 300:
                 report.latencies_ms.setdefault(kind, []).append(ms)
-                for stage, dur in parse_server_timing(timing or "").items():
+                for stage, dur in (parse_server_timing(timing or "") | _body_latencies(body)).items():
                     report.stages_ms.setdefault(f"{kind}.{stage}", []).append(dur)
                 if kind == "ask" and body.get("query_log_id") is not None and body.get("writeback") == "queued":
                     report.query_log_ids.append(int(body["query_log_id"]))
@@ -193,6 +241,53 @@ def run_load(
         t.join(seconds + timeout_s + 30)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def setup_load_tenant(
+    url: str, admin_key: str, passages: Sequence[dict[str, str]], *, name: str = "load"
+) -> tuple[int, str, int]:
+    """Through the API: a new tenant (``name`` and a random suffix) with the admin key, a corpus
+    ``wiki`` of it holding ``passages``; returns (tenant id, its API key, corpus id)."""
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    r = httpx.post(url + "/v1/tenants", json={"name": f"{name}-{uuid.uuid4().hex[:8]}"}, headers=admin)
+    if r.status_code != 201:
+        raise RuntimeError(f"creating the load tenant: {r.status_code} {r.text[:300]}")
+    tid, key = int(r.json()["id"]), str(r.json()["api_key"])
+    auth = {"Authorization": f"Bearer {key}"}
+    r = httpx.post(url + "/v1/corpora", json={"name": "wiki"}, headers=auth)
+    if r.status_code != 201:
+        raise RuntimeError(f"creating the load corpus: {r.status_code} {r.text[:300]}")
+    cid = int(r.json()["id"])
+    r = httpx.post(url + f"/v1/corpora/{cid}/passages", json={"passages": list(passages)}, headers=auth, timeout=300)
+    if r.status_code != 201:
+        raise RuntimeError(f"adding the load corpus's passages: {r.status_code} {r.text[:300]}")
+    return tid, key, cid
+
+
+def tenant_key(url: str, admin_key: str, tenant_id: int, *, name: str = "load") -> str:
+    """A new API key (read, write, admin scopes) of an existing tenant, made with the admin key."""
+    r = httpx.post(
+        url + f"/v1/tenants/{tenant_id}/keys",
+        json={"name": name, "scopes": ["read", "write", "admin"]},
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    if r.status_code != 201:
+        raise RuntimeError(f"a key of tenant {tenant_id}: {r.status_code} {r.text[:300]}")
+    return str(r.json()["key"])
+
+
+def writeback_figures(url: str, key: str, corpus_id: int) -> dict[str, int]:
+    """The corpus's write-back decisions so far (``GET /v1/store/health``): stored, rejected by
+    the novelty or the grounding gate, and the experiences it holds."""
+    r = httpx.get(url + "/v1/store/health", params={"corpus_id": corpus_id}, headers={"Authorization": f"Bearer {key}"})
+    r.raise_for_status()
+    body = r.json()
+    out = {
+        name: sum(int(day.get(name) or 0) for day in body.get("gates", []))
+        for name in ("stored", "rejected_novelty", "rejected_grounding")
+    }
+    out["experiences"] = sum(int(c.get("experiences") or 0) for c in body.get("corpora", []))
+    return out
 
 
 def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> tuple[int, Any]:
