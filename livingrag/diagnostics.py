@@ -319,20 +319,17 @@ def check_database(
     settings: Settings, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> tuple[Check, Database | None]:
     """The database server answers and has pgvector; returns the check and the open Database (None on failure)."""
-    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
+    from livingrag.db.repositories.server_settings import server_version, vector_extension
     from livingrag.errors import DatabaseError
 
     db = None
     try:
         db = _open_database(settings, connect_timeout_s)
         with db.owner_engine.connect() as conn:
-            version = conn.execute(text("SHOW server_version")).scalar()
-            available = conn.execute(
-                text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
-            ).scalar()
-            installed = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+            version = server_version(conn)
+            available, installed = vector_extension(conn)
     except (DatabaseError, SQLAlchemyError) as exc:
         if db is not None:
             db.close()

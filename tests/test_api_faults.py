@@ -198,7 +198,7 @@ def test_server_side_failures_tell_the_tenant_a_safe_message_and_log_the_detail_
 
 
 def test_a_failed_index_job_names_input_errors_but_not_server_details() -> None:
-    from livingrag.api.jobs import job_error_message
+    from livingrag.corpus.index_jobs import job_error_message
     from livingrag.errors import InvalidInput
 
     assert job_error_message("j1", InvalidInput("document 3 has no text")) == "InvalidInput: document 3 has no text"

@@ -18,8 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from livingrag.api.index_jobs import IndexJobs
-from livingrag.api.jobs import JobProgress, JobQueueFull
+from livingrag.corpus.index_jobs import IndexJobs, JobProgress, JobQueueFull
 from livingrag.db import migrate
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpora, tenants

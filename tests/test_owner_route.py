@@ -32,20 +32,13 @@ OWNER_ROUTES: dict[str, str] = {
     "db/migrations/env.py:run_migrations_online": "alembic's connection",
     # health: the schema revision (alembic_version), no tenant rows
     "api/routes/health.py:_health": "health: schema revision",
-    # tenant administration (admin key only)
-    "api/deps.py:acting_tenant": "admin key acting for a tenant: the tenant must exist",
-    "api/routes/tenants.py:create_tenant": "admin key: tenants",
-    "api/routes/tenants.py:list_tenants": "admin key: tenants",
-    "api/routes/tenants.py:delete_tenant": "admin key: tenants",
-    "api/routes/keys.py:operator_create_key": "admin key: any tenant's keys",
-    "api/routes/keys.py:operator_list_keys": "admin key: any tenant's keys",
-    "api/routes/keys.py:operator_revoke_key": "admin key: any tenant's keys",
-    # cross-tenant store administration (admin key only)
-    "api/routes/admin.py:expire": "admin key: expiry across tenants",
-    "api/routes/admin.py:prune": "admin key: prune across tenants",
-    "api/routes/admin.py:stats": "admin key: stats across tenants",
+    # tenant administration (the admin key: tenants, any tenant's keys, acting for a tenant that
+    # must exist; livingrag tenant, livingrag key)
+    "services/tenants.py:*": "operator: tenants and any tenant's keys",
+    # cross-tenant store administration (the admin key's /v1/admin; livingrag admin)
+    "services/maintenance.py:*": "operator: expiry, pruning, statistics and listing across tenants",
     # recovery at startup
-    "api/app.py:_recover_writebacks": "logs lost write-backs of every tenant as dropped",
+    "experience/drop_log.py:log_lost_candidates": "logs lost write-backs of every tenant as dropped",
     # tenant lookup by name (CLI and library callers; the API passes ids)
     "pipeline/core.py:LivingRAG.resolve": "a tenant named, not numbered",
     "corpus/service.py:ensure_tenant": "the default tenant of the CLI",
@@ -59,9 +52,7 @@ OWNER_ROUTES: dict[str, str] = {
     "diagnostics.py:_where": "doctor: the server's address",
     "diagnostics.py:check_database": "doctor: server version",
     "cli/db_cmd.py:status": "db status",
-    "cli/admin_cmd.py:*": "operator commands (expire, prune, stats, ...)",
-    "cli/key_cmd.py:*": "operator commands (keys of any tenant)",
-    "cli/tenant_cmd.py:*": "operator commands (tenants)",
+    "services/database.py:memory_in_use": "db status: the server's memory settings and the store's size",
     "bench/store.py:*": "benchmark harness (its own databases)",
 }
 
@@ -105,11 +96,33 @@ def test_only_the_named_paths_use_the_owner_route() -> None:
     assert stale == [], f"OWNER_ROUTES names paths that no longer use the owner route: {stale}"
 
 
+OPERATOR_SERVICES = frozenset(
+    {"livingrag.services.tenants", "livingrag.services.maintenance", "livingrag.experience.drop_log"}
+)
+"""The services that open the owner route for the API (see OWNER_ROUTES)."""
+
+
+def _api_modules_importing(targets: frozenset[str]) -> set[str]:
+    root = Path(livingrag.__file__).parent
+    found = set()
+    for path in sorted((root / "api").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: set[str] = set()
+            if isinstance(node, ast.Import):
+                names = {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            if names & targets:
+                found.add(path.relative_to(root).as_posix())
+    return found
+
+
 def test_no_other_api_module_uses_the_owner_route() -> None:
-    """Of the API, only admin-key routes, health, startup recovery and acting-for-a-tenant."""
+    """Of the API, only health opens the owner route itself; the admin-key routes, startup recovery
+    and acting-for-a-tenant reach it through the operator's services, and nothing else does."""
     api = {u for u in _owner_uses() if u.startswith("api/")}
-    assert {u.split(":")[0] for u in api} == {
-        "api/routes/health.py",
+    assert {u.split(":")[0] for u in api} == {"api/routes/health.py"}
+    assert _api_modules_importing(OPERATOR_SERVICES) == {
         "api/deps.py",
         "api/routes/tenants.py",
         "api/routes/keys.py",

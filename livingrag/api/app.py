@@ -18,7 +18,6 @@ from livingrag import __version__
 from livingrag.api import console, errors
 from livingrag.api.deps import Services
 from livingrag.api.fairness import TenantRateLimiter, TenantSlots, TotalSlots
-from livingrag.api.index_jobs import IndexJobs
 from livingrag.api.limits import BodySizeLimit
 from livingrag.api.request_id import RequestId
 from livingrag.api.routes import (
@@ -27,6 +26,7 @@ from livingrag.api.routes import (
     corpora,
     experiences,
     feedback,
+    gate,
     graph,
     health,
     keys,
@@ -41,6 +41,7 @@ from livingrag.api.shared_limits import (
     SharedTenantSlots,
     SharedTotalSlots,
 )
+from livingrag.corpus.index_jobs import IndexJobs
 from livingrag.retrieval.retriever import shared_graph_cache
 
 if TYPE_CHECKING:
@@ -92,17 +93,16 @@ def _load_models(svc: Services) -> None:
 
 
 def _recover_writebacks(svc: Services) -> None:
-    """Log, as dropped, the write-back candidates a crashed process lost (see repositories.recovery)."""
+    """Log, as dropped, the write-back candidates a crashed process lost (see experience.drop_log)."""
     from datetime import UTC, datetime, timedelta
 
-    from livingrag.db.repositories.recovery import log_lost_candidates
+    from livingrag.experience.drop_log import log_lost_candidates
 
     now = datetime.now(UTC)
     try:
-        with svc.db.owner_session() as s:
-            n = log_lost_candidates(
-                s, before=now - timedelta(seconds=svc.settings.api.recovery_grace_s), since=now - timedelta(days=7)
-            )
+        n = log_lost_candidates(
+            svc.db, before=now - timedelta(seconds=svc.settings.api.recovery_grace_s), since=now - timedelta(days=7)
+        )
         if n:
             log.warning("%d write-back candidates were lost by a stopped server; logged as dropped", n)
     except Exception as exc:
@@ -140,7 +140,7 @@ def create_app(
             settings=settings,
             db=database,
             rag=pipeline,
-            trust=TrustService(pipeline.db, pipeline.settings, pipeline.store),
+            trust=TrustService(pipeline.db, pipeline.settings, pipeline.store, background_fits=True),
             jobs=IndexJobs(
                 database,
                 max_pending=settings.api.max_pending_jobs,
@@ -160,7 +160,7 @@ def create_app(
         )
         _recover_writebacks(svc)
         # index jobs: this instance's worker takes queued jobs (those a stopped process left too)
-        # and puts back the running jobs whose worker is gone (livingrag.api.index_jobs)
+        # and puts back the running jobs whose worker is gone (livingrag.corpus.index_jobs)
         svc.jobs.start(functools.partial(passages.run_index_job, svc))
         # Sync routes run in anyio's thread pool (40 threads by default): make room for every
         # question allowed in flight plus the other routes, so that 429 (not a hidden queue) is
@@ -208,7 +208,7 @@ def create_app(
         ],
     )
     errors.install(app)
-    for module in (tenants, keys, corpora, graph, passages, ask, experiences, feedback, store, admin, health):
+    for module in (tenants, keys, corpora, graph, passages, ask, experiences, feedback, gate, store, admin, health):
         app.include_router(module.router)
     app.include_router(keys.operator_router)
     console.install(app)

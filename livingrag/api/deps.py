@@ -5,7 +5,7 @@ through the ``livingrag_api_key_grant`` function from an application (RLS-bound)
 hashes are never readable by the app role and a revoked or expired key fails its next request.
 Each tenant route depends on :func:`require` (or :func:`require_caller`, when it records who acted)
 with the scopes it accepts (``read``, ``write``, ``feedback`` or ``admin``:
-:data:`~livingrag.db.repositories.api_keys.SCOPES`). The admin key
+:data:`~livingrag.services.keys.SCOPES`). The admin key
 (``api.admin_key``) manages tenants and runs maintenance; it is not a tenant key, but with
 ``X-Livingrag-Tenant: <id>`` it acts for that tenant with every scope (the web console's operator).
 """
@@ -24,11 +24,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from livingrag.api.add_queue import AddQueue
 from livingrag.api.errors import ApiError
 from livingrag.api.fairness import KeyedLocks, RateLimiter, TenantSlots, TotalSlots
-from livingrag.api.index_jobs import IndexJobs
 from livingrag.api.shared_limits import SharedTenantSlots, SharedTotalSlots
-from livingrag.db.repositories import api_keys, tenants
-from livingrag.db.repositories.api_keys import KeyGrant
+from livingrag.corpus.index_jobs import IndexJobs
 from livingrag.experience.trust import Actor
+from livingrag.services import keys, tenants
+from livingrag.services.keys import KeyGrant
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
@@ -101,8 +101,7 @@ def acting_tenant(svc: Services, key: str, header: str | None) -> int | None:
     value = header.strip()
     if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_ID:
         raise ApiError(422, "invalid_input", f"{ACT_FOR_TENANT_HEADER} must be a tenant id (a positive integer)")
-    with svc.db.owner_session() as s:
-        return int(tenants.get_tenant(s, int(value)).id)  # NotFound answers 404
+    return int(tenants.get_tenant(svc.db, int(value)).id)  # NotFound answers 404
 
 
 def key_grant(
@@ -120,14 +119,14 @@ def key_grant(
     key = _key(creds)
     acting = acting_tenant(svc, key, act_for)
     if acting is not None:
-        return KeyGrant(tenant_id=acting, key_id=None, scopes=frozenset(api_keys.SCOPES))
+        return KeyGrant(tenant_id=acting, key_id=None, scopes=frozenset(keys.SCOPES))
     if _is_admin(svc, key):
         raise ApiError(
             403,
             "forbidden",
             f"the admin key manages tenants; use a tenant's API key here (or {ACT_FOR_TENANT_HEADER}: <tenant id>)",
         )
-    grant = api_keys.grant_for_key_read(svc.db, key)
+    grant = keys.grant_for_key(svc.db, key)
     if grant is None:
         raise ApiError(401, "unauthorized", "unknown, revoked or expired API key", {"WWW-Authenticate": "Bearer"})
     return grant
@@ -157,14 +156,14 @@ def require_caller(*scopes: str) -> Callable[..., Caller]:
     """A dependency returning the :class:`Caller` when its key has one of ``scopes``; 403 naming
     the scopes otherwise, 429 with ``Retry-After`` past the tenant's request rate
     (``api.tenant_rate_per_s``)."""
-    unknown = set(scopes) - set(api_keys.SCOPES)
+    unknown = set(scopes) - set(keys.SCOPES)
     if not scopes or unknown:
-        raise ValueError(f"scopes must be some of {api_keys.SCOPES}, got {scopes}")
+        raise ValueError(f"scopes must be some of {keys.SCOPES}, got {scopes}")
     needed = " or ".join(f"'{s}'" for s in scopes)
 
     def caller(grant: KeyGrant = Depends(key_grant), svc: Services = Depends(services)) -> Caller:
         if grant.scopes.isdisjoint(scopes):
-            have = ", ".join(s for s in api_keys.SCOPES if s in grant.scopes)
+            have = ", ".join(s for s in keys.SCOPES if s in grant.scopes)
             raise ApiError(403, "forbidden", f"this key lacks the {needed} scope (it has: {have})")
         refusal = svc.rate.admit(grant.tenant_id)
         if refusal is not None:
@@ -187,18 +186,18 @@ def require(*scopes: str) -> Callable[..., int]:
     return scoped
 
 
-tenant_id = require(api_keys.READ)
+tenant_id = require(keys.READ)
 """The calling tenant's id for a key with the ``read`` scope (401 for a missing or invalid key)."""
-tenant_writer = require(api_keys.WRITE)
+tenant_writer = require(keys.WRITE)
 """The calling tenant's id for a key with the ``write`` scope."""
-tenant_feedback = require(api_keys.FEEDBACK, api_keys.WRITE)
+tenant_feedback = require(keys.FEEDBACK, keys.WRITE)
 """The calling tenant's id for a key with the ``feedback`` or ``write`` scope (verdicts on answers,
 verifying and retracting experiences)."""
-tenant_admin = require(api_keys.ADMIN)
+tenant_admin = require(keys.ADMIN)
 """The calling tenant's id for a key with the ``admin`` scope (the tenant's own keys)."""
-writer_caller = require_caller(api_keys.WRITE)
+writer_caller = require_caller(keys.WRITE)
 """The :class:`Caller` with the ``write`` scope (routes that record who changed an experience)."""
-feedback_caller = require_caller(api_keys.FEEDBACK, api_keys.WRITE)
+feedback_caller = require_caller(keys.FEEDBACK, keys.WRITE)
 """The :class:`Caller` with the ``feedback`` or ``write`` scope: who gave a verdict or changed an
 experience's trust."""
 

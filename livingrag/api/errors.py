@@ -16,12 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livingrag import errors as e
-from livingrag.api.jobs import JobQueueFull
 from livingrag.api.request_id import request_id_of
+from livingrag.corpus.index_jobs import JobQueueFull
+from livingrag.db.sql_errors import hide_sql_parameters
 
 log = logging.getLogger(__name__)
 
@@ -117,19 +117,6 @@ def body_error_message(cause: BaseException) -> str:
     if isinstance(cause, RecursionError):
         return "the body is not acceptable JSON: it is nested too deeply"
     return "the body could not be read as JSON"
-
-
-def hide_sql_parameters(exc: BaseException) -> None:
-    """Make every SQLAlchemy statement error in ``exc``'s chain print its statement without its
-    parameters (tenant data: a search string, a passage's text), wherever it is formatted later
-    (this log, the ASGI server's traceback)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, StatementError):
-            cur.hide_parameters = True
-        cur = cur.__cause__ or cur.__context__
 
 
 def server_error(

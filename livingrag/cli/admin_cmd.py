@@ -7,7 +7,6 @@ Every command takes ``--dry-run``; the ones that change data then only report wh
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import typer
 from rich.table import Column, Table
@@ -30,28 +29,6 @@ def _fixed(header: str) -> Column:
     return Column(header, no_wrap=True)
 
 
-def _scope(session: Any, tenant: str | None, corpus: str | None) -> Any:
-    from sqlalchemy import text
-
-    from livingrag.db.repositories import tenants
-    from livingrag.errors import InvalidInput, NotFound
-    from livingrag.experience.lifecycle import Scope
-
-    if corpus is not None and tenant is None:
-        raise InvalidInput("--corpus needs --tenant")
-    tenant_id = tenants.get_tenant(session, tenant).id if tenant is not None else None
-    corpus_id = None
-    if corpus is not None:
-        col = "id" if corpus.isdigit() else "name"
-        corpus_id = session.execute(
-            text(f"SELECT id FROM corpora WHERE tenant_id = :t AND {col} = :v"),
-            {"t": tenant_id, "v": int(corpus) if corpus.isdigit() else corpus},
-        ).scalar()
-        if corpus_id is None:
-            raise NotFound(f"tenant {tenant!r} has no corpus {corpus!r}")
-    return Scope(tenant_id=tenant_id, corpus_id=corpus_id)
-
-
 @app.command(
     help="Expire experiences created before a cutoff (they stay, counted as expired, until pruned)."
     + examples(
@@ -68,12 +45,12 @@ def expire(
     as_json: bool = JSON,
 ) -> None:
     from livingrag.experience import lifecycle
+    from livingrag.services import maintenance
 
     now = datetime.now(UTC)
     cut = lifecycle.cutoff(before=before, older_than=older_than, now=now)
-    with open_database() as db, db.owner_session() as s:
-        scope = _scope(s, tenant, corpus)
-        n = lifecycle.expire(s, created_before=cut, scope=scope, now=now, dry_run=dry_run)
+    with open_database() as db:
+        n = maintenance.expire(db, tenant=tenant, corpus=corpus, created_before=cut, now=now, dry_run=dry_run)
     if as_json:
         print_json({"expired": n, "created_before": cut, "dry_run": dry_run})
         return
@@ -105,9 +82,10 @@ def prune(
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON,
 ) -> None:
-    from livingrag.db.repositories.experiences import PruneCriteria
     from livingrag.errors import InvalidInput
     from livingrag.experience import lifecycle
+    from livingrag.services import maintenance
+    from livingrag.services.experiences import PruneCriteria
 
     now = datetime.now(UTC)
     if unused_since is not None and unused_for is not None:
@@ -120,9 +98,8 @@ def prune(
     criteria = PruneCriteria(
         max_per_tenant=max_per_tenant, min_confidence=min_confidence, unused_since=since, expired=expired, stale=stale
     )
-    with open_database() as db, db.owner_session() as s:
-        scope = _scope(s, tenant, corpus)
-        counts = lifecycle.prune(s, criteria, scope=scope, now=now, dry_run=dry_run)
+    with open_database() as db:
+        counts = maintenance.prune(db, criteria, tenant=tenant, corpus=corpus, now=now, dry_run=dry_run)
     if as_json:
         print_json(counts | {"dry_run": dry_run})
         return
@@ -142,10 +119,10 @@ def stats(
     dry_run: bool = typer.Option(False, "--dry-run", help="Accepted for uniformity; this command never writes."),
     as_json: bool = JSON,
 ) -> None:
-    from livingrag.experience import lifecycle
+    from livingrag.services import maintenance
 
-    with open_database() as db, db.owner_session() as s:
-        rows = lifecycle.stats(s, scope=_scope(s, tenant, corpus))
+    with open_database() as db:
+        rows = maintenance.stats(db, tenant=tenant, corpus=corpus)
     if as_json:
         print_json(rows)
         return
@@ -188,15 +165,14 @@ def list_(
 ) -> None:
     from dataclasses import asdict
 
-    from livingrag.db.repositories import experiences as repo
+    from livingrag.services import maintenance
 
     now = datetime.now(UTC)
-    with open_database() as db, db.owner_session() as s:
-        scope = _scope(s, tenant, corpus)
-        rows = repo.list_experiences(
-            s,
-            tenant_id=scope.tenant_id,
-            corpus_id=scope.corpus_id,
+    with open_database() as db:
+        rows = maintenance.list_experiences(
+            db,
+            tenant=tenant,
+            corpus=corpus,
             include_inactive=not active,
             now=now,
             limit=limit,
@@ -245,10 +221,10 @@ def index_scopes(
     as_json: bool = JSON,
 ) -> None:
     from livingrag.experience.scope_indexing import index_scopes as run
+    from livingrag.services import maintenance
 
     with open_database() as db:
-        with db.owner_session() as s:
-            scope = _scope(s, tenant, corpus)
+        scope = maintenance.scope(db, tenant, corpus)
         report = run(
             db,
             tenant_id=scope.tenant_id,

@@ -17,7 +17,7 @@ from livingrag.config import Settings, get_settings
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
-    from livingrag.db.repositories.experiences import ExperienceRecord
+    from livingrag.services.experiences import ExperienceRecord
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)

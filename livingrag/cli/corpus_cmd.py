@@ -77,12 +77,10 @@ def list_(
     tenant: str = tenant_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    from livingrag.db.repositories import corpora, corpus_graph
+    from livingrag.corpus import service
 
     with open_database() as db:
-        tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            rows = [(c, corpus_graph.corpus_counts(s, c.id)) for c in corpora.list_corpora(s)]
+        rows = service.corpora_with_counts(db, resolve_tenant(db, tenant))
     if as_json:
         print_json(
             [
@@ -109,14 +107,11 @@ def info(
     tenant: str = tenant_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    from livingrag.db.repositories import corpora, corpus_graph
+    from livingrag.corpus import service
 
     settings = load_settings()
     with open_database(settings) as db:
-        tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            c = corpora.get_corpus(s, _ref(name))
-            counts = corpus_graph.corpus_counts(s, c.id)
+        c, counts = service.corpus_with_counts(db, resolve_tenant(db, tenant), _ref(name))
     out = corpus_info(c, counts, settings)
     if as_json:
         print_json(out)
@@ -192,15 +187,14 @@ def delete(
     tenant: str = tenant_option(),
     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation."),
 ) -> None:
-    from livingrag.db.repositories import corpora
+    from livingrag.corpus import service
 
     with open_database() as db:
         tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            info = corpora.get_corpus(s, _ref(name))
-            if not yes and not typer.confirm(f"Delete corpus {info.name!r} and its whole graph?"):
-                raise typer.Exit(1)
-            corpora.delete_corpus(s, info.id)
+        info = service.get_corpus(db, tid, _ref(name))
+        if not yes and not typer.confirm(f"Delete corpus {info.name!r} and its whole graph?"):
+            raise typer.Exit(1)
+        service.delete_corpus(db, tid, info.id)
     console.print(f"deleted corpus [bold]{info.name}[/bold]")
 
 
@@ -343,13 +337,12 @@ def list_passages(
     search: str | None = typer.Option(None, "--search", help="Only passages whose title or text contains this."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    from livingrag.db.repositories import corpora, corpus_graph
+    from livingrag.corpus import service
 
     with open_database() as db:
         tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            info = corpora.get_corpus(s, _ref(corpus))
-            rows = corpus_graph.list_passages(s, info.id, limit=limit, offset=offset, q=search)
+        info = service.get_corpus(db, tid, _ref(corpus))
+        rows = service.list_passages(db, tid, info.id, limit=limit, offset=offset, q=search)
     items = [
         {"id": p.id, "external_id": p.external_id, "title": p.title, "length": len(p.text), "doc_key": p.doc_key}
         for p in rows

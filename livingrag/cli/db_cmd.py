@@ -51,15 +51,12 @@ def _buffer_loader() -> str:
 def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     from livingrag.config import mask_url
     from livingrag.db import migrate
-    from livingrag.db.catalog import relation_files
     from livingrag.db.embedded import memory_plan_for
-    from livingrag.db.repositories.server_settings import MEMORY_SETTINGS, memory_settings_mb
+    from livingrag.services.database import MEMORY_SETTINGS, memory_in_use
 
     with open_database(check_schema=False) as db:
         st = migrate.status(db)
-        with db.owner_engine.connect() as conn:
-            running = memory_settings_mb(conn)
-            store_bytes = sum(r.size for r in relation_files(conn)) if db.embedded else None
+        running, store_bytes = memory_in_use(db)
         info: dict[str, Any] = {
             "server": "embedded" if db.embedded else "external",
             "url": mask_url(db.owner_url),

@@ -36,8 +36,6 @@ from livingrag.cli.common import (
 from livingrag.experience.trust import Actor
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from livingrag.config import Settings
     from livingrag.db.engine import Database
     from livingrag.experience.feedback import FeedbackOutcome, TrustService
@@ -85,15 +83,12 @@ def _support(origin: str, grounding: dict[str, Any]) -> str:
     return "passed the grounding gate"
 
 
-def experience_details(s: Session, experience_id: int, now: datetime) -> dict[str, Any]:
+def experience_details(db: Database, tenant_id: int, experience_id: int, now: datetime) -> dict[str, Any]:
     """What ``experience show`` shows of one experience, JSON-ready but for timestamps."""
-    from livingrag.db.repositories import experiences as repo
-    from livingrag.db.repositories import insights
+    from livingrag.services import experiences
 
-    rec = repo.get_experience(s, experience_id)
-    d = insights.experience_detail(s, experience_id)
-    present = insights.passages_by_id(s, d.corpus_id, d.source_passage_ids)
-    changed = insights.stale_passage_ids(d.stale_reason) if rec.stale else set()
+    details = experiences.experience_details(db, tenant_id, experience_id)
+    rec, d, present, changed = details.record, details.detail, details.passages, details.changed_passage_ids
     g = d.grounding
     return {
         "id": rec.id,
@@ -141,9 +136,7 @@ def experience_details(s: Session, experience_id: int, now: datetime) -> dict[st
 def show(experience_id: int = EXPERIENCE_ID, tenant: str = tenant_option(), as_json: bool = JSON) -> None:
     now = datetime.now(UTC)
     with open_database() as db:
-        tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            out = experience_details(s, experience_id, now)
+        out = experience_details(db, resolve_tenant(db, tenant), experience_id, now)
     if as_json:
         print_json(out)
         return
@@ -244,16 +237,14 @@ def delete(
     reason: str | None = typer.Option(None, "--reason", help="Why (kept in the history)."),
     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation."),
 ) -> None:
-    from livingrag.db.repositories import experiences as repo
+    from livingrag.services import experiences
 
-    actor = _operator()
     with open_database() as db:
         tid = resolve_tenant(db, tenant)
-        with db.tenant_session(tid) as s:
-            rec = repo.get_experience(s, experience_id)
-            if not yes and not typer.confirm(f"Delete experience {rec.id} ({rec.query!r} -> {rec.answer!r})?"):
-                raise typer.Exit(1)
-            repo.delete_experience(s, rec.id, actor=actor.label, key_id=actor.key_id, reason=reason)
+        rec = experiences.get_experience(db, tid, experience_id)
+        if not yes and not typer.confirm(f"Delete experience {rec.id} ({rec.query!r} -> {rec.answer!r})?"):
+            raise typer.Exit(1)
+        experiences.delete_experience(db, tid, rec.id, actor=_operator(), reason=reason)
     console.print(f"deleted experience {rec.id}")
 
 

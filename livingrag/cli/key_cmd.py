@@ -52,15 +52,14 @@ def create(
     ),
     as_json: bool = JSON,
 ) -> None:
-    from livingrag.db.repositories import api_keys, tenants
+    from livingrag.services import keys, tenants
 
     # Everything the user typed is checked before the database is touched.
-    key_name = api_keys.validate_key_name(name)
-    wanted = api_keys.parse_scopes(scopes)
-    expires_at = api_keys.expiry(in_days=expires_in_days)
-    with open_database() as db, db.owner_session() as s:
-        t = tenants.get_tenant(s, tenant)
-        rec, key = api_keys.create_key(s, t.id, key_name, wanted, expires_at=expires_at)
+    key_name = keys.validate_key_name(name)
+    wanted = keys.parse_scopes(scopes)
+    keys.expiry(in_days=expires_in_days)
+    with open_database() as db:
+        t, rec, key = tenants.create_key(db, tenant, key_name, wanted, expires_in_days=expires_in_days)
     if as_json:
         print_json({"tenant": t.name, **_as_dict(rec), "key": key})
         return
@@ -77,10 +76,10 @@ def create(
     + examples("livingrag key list --tenant acme", "livingrag key list --tenant acme --json"),
 )
 def list_(tenant: str = TENANT, as_json: bool = JSON) -> None:
-    from livingrag.db.repositories import api_keys, tenants
+    from livingrag.services import tenants
 
-    with open_database() as db, db.owner_session() as s:
-        rows = api_keys.list_keys(s, tenants.get_tenant(s, tenant).id)
+    with open_database() as db:
+        rows = tenants.list_keys(db, tenant)
     if as_json:
         print_json([_as_dict(r) for r in rows])
         return
@@ -109,15 +108,11 @@ def revoke(
     tenant: str = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    from livingrag.db.repositories import api_keys, tenants
+    from livingrag.services import tenants
 
-    with open_database() as db, db.owner_session() as s:
-        t = tenants.get_tenant(s, tenant)
-        before = api_keys.get_key(s, t.id, key)
-        rec = api_keys.revoke_key(s, t.id, before.id)
-        admins_left = sum(
-            1 for k in api_keys.list_keys(s, t.id) if api_keys.ADMIN in k.scopes and k.state() == "active"
-        )
+    with open_database() as db:
+        done = tenants.revoke_key(db, tenant, key)
+    t, before, rec, admins_left = done.tenant, done.before, done.key, done.active_admin_keys
     if as_json:
         print_json({"tenant": t.name, **_as_dict(rec), "active_admin_keys": admins_left})
         return

@@ -21,10 +21,10 @@ def create(
     name: str = typer.Argument(..., help="Unique tenant name."),
     as_json: bool = typer.Option(False, "--json", help='Print {"tenant": ..., "api_key": ...}.'),
 ) -> None:
-    from livingrag.db.repositories import tenants
+    from livingrag.services import tenants
 
-    with open_database() as db, db.owner_session() as s:
-        rec, key = tenants.create_tenant(s, name)
+    with open_database() as db:
+        rec, key = tenants.create_tenant(db, name)
     if as_json:
         print_json({"tenant": rec.name, "id": rec.id, "api_key": key})
         return
@@ -35,10 +35,10 @@ def create(
 
 @app.command(name="list", help="List tenants." + examples("livingrag tenant list --json"))
 def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    from livingrag.db.repositories import tenants
+    from livingrag.services import tenants
 
-    with open_database() as db, db.owner_session() as s:
-        rows = tenants.list_tenants(s)
+    with open_database() as db:
+        rows = tenants.list_tenants(db)
     if as_json:
         print_json(
             [{"id": r.id, "name": r.name, "active_keys": r.active_keys, "created_at": r.created_at} for r in rows]
@@ -58,11 +58,11 @@ def delete(
     name: str = typer.Argument(..., help="Tenant name or id."),
     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation."),
 ) -> None:
-    from livingrag.db.repositories import tenants
+    from livingrag.services import tenants
 
-    with open_database() as db, db.owner_session() as s:
-        rec = tenants.get_tenant(s, name)
+    with open_database() as db:
+        rec = tenants.get_tenant(db, name)
         if not yes and not typer.confirm(f"Delete tenant {rec.name!r} and all its data?"):
             raise typer.Exit(1)
-        tenants.delete_tenant(s, rec.id)
+        tenants.delete_tenant(db, rec.id)
     console.print(f"deleted tenant [bold]{rec.name}[/bold]")

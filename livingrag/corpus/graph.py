@@ -7,7 +7,7 @@ then ONE transaction writes the passages, their sentences, entities and edges (b
 consecutive chunks of a document and bumps the corpus version. A run killed half-way therefore
 leaves whole batches or nothing, and the next run skips what was written and continues.
 
-Graph content of one passage (DESIGN.md, LinearRAG):
+Graph content of one passage (LinearRAG; docs/corpora-and-retrieval.md, LinearRAG's reference):
 
 * sentences: every sentence of the passage; those holding an entity get an embedding and join the
   entity-sentence bridge;
@@ -479,14 +479,7 @@ class CorpusIndexer:
         if report.passage_ids:
             return report.passage_ids[0]
         with self.db.tenant_session(self.tenant_id) as s:
-            from sqlalchemy import text as sql
-
-            return int(
-                s.execute(
-                    sql("SELECT id FROM passages WHERE corpus_id = :c AND content_hash = :h"),
-                    {"c": self.corpus.id, "h": h},
-                ).scalar_one()
-            )
+            return repo.passage_id_by_hash(s, self.corpus.id, h)
 
     def update_passage(self, ref: int | str, *, text: str | None = None, title: str | None = None) -> int:
         """Replace a passage's text and/or title, re-extracting its sentences, entities and edges.

@@ -6,7 +6,7 @@ from livingrag.corpus import service
 
 settings = get_settings()
 db = open_database(settings.db)  # connects, then migrates (embedded) or checks the schema
-tenant = service.ensure_tenant(db, "default")
+tenant, _key = service.ensure_tenant(db, "default")  # (tenant id, its first API key when just created)
 corpus = service.create_corpus(db, tenant, "wiki", settings)
 service.indexer(db, tenant, corpus, settings).index_path("corpus.json")
 retriever = service.retriever(db, tenant, corpus, settings)
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from livingrag.db.repositories import corpora, tenants
+from livingrag.db.repositories import corpora, corpus_graph, tenants
+from livingrag.db.repositories.corpus_graph import PassageRecord as PassageRecord
 from livingrag.errors import AlreadyExists, NotFound
 from livingrag.quotas import check_quota
 from livingrag.types import CorpusInfo
@@ -103,6 +104,51 @@ def create_corpus(
 def get_corpus(db: Database, tenant_id: int, name_or_id: str | int) -> CorpusInfo:
     with db.tenant_session(tenant_id) as s:
         return corpora.get_corpus(s, name_or_id)
+
+
+def list_corpora(db: Database, tenant_id: int) -> list[CorpusInfo]:
+    """The tenant's corpora, oldest first."""
+    with db.tenant_session(tenant_id) as s:
+        return corpora.list_corpora(s)
+
+
+def corpora_with_counts(db: Database, tenant_id: int) -> list[tuple[CorpusInfo, dict[str, int]]]:
+    """The tenant's corpora, oldest first, each with its graph sizes (passages, sentences, entities, …)."""
+    with db.tenant_session(tenant_id) as s:
+        return [(c, corpus_graph.corpus_counts(s, c.id)) for c in corpora.list_corpora(s)]
+
+
+def corpus_with_counts(db: Database, tenant_id: int, name_or_id: str | int) -> tuple[CorpusInfo, dict[str, int]]:
+    """One corpus of the tenant with its graph sizes."""
+    with db.tenant_session(tenant_id) as s:
+        c = corpora.get_corpus(s, name_or_id)
+        return c, corpus_graph.corpus_counts(s, c.id)
+
+
+def delete_corpus(db: Database, tenant_id: int, corpus_id: int) -> None:
+    """Delete the corpus with its whole graph and its experiences."""
+    with db.tenant_session(tenant_id) as s:
+        corpora.delete_corpus(s, corpus_id)
+
+
+def list_passages(
+    db: Database, tenant_id: int, corpus_id: int, *, limit: int, offset: int, q: str | None = None
+) -> list[PassageRecord]:
+    """A page of the corpus's passages in id order (``q``: only those whose title or text holds it)."""
+    with db.tenant_session(tenant_id) as s:
+        return corpus_graph.list_passages(s, corpus_id, limit=limit, offset=offset, q=q)
+
+
+def get_passage(db: Database, tenant_id: int, corpus_id: int, ref: int | str) -> PassageRecord:
+    """One passage of the corpus by id (or external id)."""
+    with db.tenant_session(tenant_id) as s:
+        return corpus_graph.get_passage(s, corpus_id, ref)
+
+
+def count_passages(db: Database, tenant_id: int, corpus_id: int) -> int:
+    """How many passages the corpus holds."""
+    with db.tenant_session(tenant_id) as s:
+        return corpus_graph.count_passages(s, corpus_id)
 
 
 def set_retrieval_preset(db: Database, tenant_id: int, name_or_id: str | int, preset: str) -> CorpusInfo:

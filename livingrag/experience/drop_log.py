@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from livingrag.db.engine import Database
 from livingrag.db.repositories import experiences as experience_repo
+from livingrag.db.repositories import recovery
 from livingrag.db.repositories.experiences import DroppedRow
 from livingrag.errors import InvalidInput
 from livingrag.experience.flusher import PeriodicFlusher
@@ -45,6 +46,14 @@ def dropped_row(
     if query_log_id is not None and (isinstance(query_log_id, bool) or not isinstance(query_log_id, int)):
         raise InvalidInput(f"query_log_id must be an integer or None, got {query_log_id!r}")
     return t, DroppedRow(corpus_id=c, query=str(query or ""), reason=str(reason), query_log_id=query_log_id, at=at)
+
+
+def log_lost_candidates(db: Database, *, before: datetime, since: datetime) -> int:
+    """Log as dropped the candidates a stopped process lost: the answered questions of a writing
+    mode asked in ``[since, before)`` with no write-back decision (owner's session, across
+    tenants; :func:`~livingrag.db.repositories.recovery.log_lost_candidates`); returns how many."""
+    with db.owner_session() as s:
+        return recovery.log_lost_candidates(s, before=before, since=since)
 
 
 class DropRecorder:

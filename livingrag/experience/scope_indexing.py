@@ -66,8 +66,6 @@ def index_scopes(
 ) -> ScopeIndexReport:
     """Plan for the scopes of ``tenant_id`` (all tenants: None; one corpus: ``corpus_id``) and,
     unless ``dry_run``, carry the plan out: drop orphans, rebuild invalid indexes, build new ones."""
-    from sqlalchemy import text
-
     with db.owner_session() as s:
         scopes = repo.scope_sizes(s, tenant_id)
         existing = repo.list_scope_indexes(s)
@@ -82,7 +80,7 @@ def index_scopes(
         return report
     with db.owner_engine.connect() as raw:
         conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-        conn.execute(text("SET statement_timeout = 0"))
+        repo.no_statement_timeout(conn)
         repo.set_build_memory(conn, maintenance_work_mem)
         for name in plan.drop:
             progress(f"dropping {name} (its scope no longer exists)")

@@ -5,15 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Query
-from sqlalchemy.orm import Session
 
 from livingrag.api.deps import Services, admin, services
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.schemas import ExpireIn, ExpireOut, PruneIn, PruneOut, StatsOut
-from livingrag.db.repositories.experiences import PruneCriteria
-from livingrag.errors import InvalidInput, NotFound
 from livingrag.experience import lifecycle
-from livingrag.experience.lifecycle import Scope
+from livingrag.services import maintenance
+from livingrag.services.experiences import PruneCriteria
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -23,27 +21,23 @@ router = APIRouter(
 )
 
 
-def _scope(s: Session, tenant_id: int | None, corpus_id: int | None) -> Scope:
-    from sqlalchemy import text
-
-    if corpus_id is not None:
-        if tenant_id is None:
-            raise InvalidInput("corpus_id needs tenant_id")
-        found = s.execute(
-            text("SELECT 1 FROM corpora WHERE tenant_id = :t AND id = :c"), {"t": tenant_id, "c": corpus_id}
-        ).scalar()
-        if found is None:
-            raise NotFound(f"tenant {tenant_id} has no corpus {corpus_id}")
-    return Scope(tenant_id=tenant_id, corpus_id=corpus_id)
+FIELDS = ("tenant_id", "corpus_id")
+"""What the messages call the scope's tenant and corpus (:mod:`livingrag.services.maintenance`)."""
 
 
 @router.post("/expire", response_model=ExpireOut, summary="Expire experiences created before a cutoff")
 def expire(body: ExpireIn, svc: Services = Depends(services)) -> ExpireOut:
     now = datetime.now(UTC)
     cut = lifecycle.cutoff(before=body.before, older_than=body.older_than, now=now, names=("before", "older_than"))
-    with svc.db.owner_session() as s:
-        scope = _scope(s, body.tenant_id, body.corpus_id)
-        n = lifecycle.expire(s, created_before=cut, scope=scope, now=now, dry_run=body.dry_run)
+    n = maintenance.expire(
+        svc.db,
+        tenant=body.tenant_id,
+        corpus=body.corpus_id,
+        created_before=cut,
+        now=now,
+        dry_run=body.dry_run,
+        names=FIELDS,
+    )
     return ExpireOut(expired=n, created_before=cut, dry_run=body.dry_run)
 
 
@@ -58,9 +52,9 @@ def prune(body: PruneIn, svc: Services = Depends(services)) -> PruneOut:
         expired=body.expired,
         stale=body.stale,
     )
-    with svc.db.owner_session() as s:
-        scope = _scope(s, body.tenant_id, body.corpus_id)
-        counts = lifecycle.prune(s, criteria, scope=scope, now=now, dry_run=body.dry_run)
+    counts = maintenance.prune(
+        svc.db, criteria, tenant=body.tenant_id, corpus=body.corpus_id, now=now, dry_run=body.dry_run, names=FIELDS
+    )
     return PruneOut(counts=counts, dry_run=body.dry_run)
 
 
@@ -70,6 +64,5 @@ def stats(
     corpus_id: int | None = Query(None, ge=1),
     svc: Services = Depends(services),
 ) -> StatsOut:
-    with svc.db.owner_session() as s:
-        rows = lifecycle.stats(s, scope=_scope(s, tenant_id, corpus_id))
+    rows = maintenance.stats(svc.db, tenant=tenant_id, corpus=corpus_id, names=FIELDS)
     return StatsOut(rows=rows)

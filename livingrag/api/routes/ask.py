@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends
 from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.schemas import AskIn, AskOut, AskPassage, FusedExperience, ScaffoldUsed
-from livingrag.db.repositories import corpora
+from livingrag.corpus import service
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
@@ -59,11 +59,7 @@ def ask(body: AskIn, tid: int = Depends(tenant_id), svc: Services = Depends(serv
         # Names resolve here, per request: the pipeline caches by (tenant, corpus), and only ids are
         # never reused (a corpus deleted and created again under its name gets a new id). An id goes
         # as it is: the pipeline finds it (404 for another tenant's or a deleted one, under RLS).
-        if isinstance(ref, int):
-            corpus_id = ref
-        else:
-            with svc.db.tenant_session(tid) as s:
-                corpus_id = corpora.get_corpus(s, ref).id
+        corpus_id = ref if isinstance(ref, int) else service.get_corpus(svc.db, tid, ref).id
         a = svc.rag.answer(body.question, tenant=tid, corpus=corpus_id, mode=body.mode, ablations=body.ablations,
                            top_k=body.top_k, min_corpus_version=body.min_corpus_version)  # fmt: skip
     finally:

@@ -11,7 +11,7 @@ from fastapi import Query
 from livingrag.api.deps import Services
 from livingrag.api.errors import ApiError
 from livingrag.api.fairness import LockBusy, retry_after_s
-from livingrag.db.repositories import corpora
+from livingrag.corpus import service
 from livingrag.types import CorpusInfo
 
 MAX_PAGE = 500
@@ -36,8 +36,7 @@ class PageParams:
 
 def corpus_of(svc: Services, tenant_id: int, corpus_id: int) -> CorpusInfo:
     """The caller's corpus; another tenant's id is invisible under RLS, so it is 404 like a missing one."""
-    with svc.db.tenant_session(tenant_id) as s:
-        return corpora.get_corpus(s, corpus_id)
+    return service.get_corpus(svc.db, tenant_id, corpus_id)
 
 
 @contextmanager

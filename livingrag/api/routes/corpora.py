@@ -9,7 +9,6 @@ from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
 from livingrag.api.schemas import CorpusCreate, CorpusList, CorpusOut, CorpusPatch
 from livingrag.corpus import service
-from livingrag.db.repositories import corpora, corpus_graph
 from livingrag.types import CorpusInfo
 
 router = APIRouter(
@@ -55,8 +54,7 @@ def create_corpus(
 def list_corpora(
     page: PageParams = Depends(), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> CorpusList:
-    with svc.db.tenant_session(tid) as s:
-        rows = corpora.list_corpora(s)
+    rows = service.list_corpora(svc.db, tid)
     items = [corpus_out(c) for c in rows[page.offset : page.offset + page.limit]]
     return CorpusList(items=items, limit=page.limit, offset=page.offset, next_offset=page.next_offset(len(items)))
 
@@ -65,9 +63,7 @@ def list_corpora(
 def get_corpus(
     corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> CorpusOut:
-    with svc.db.tenant_session(tid) as s:
-        c = corpora.get_corpus(s, corpus_id)
-        counts = corpus_graph.corpus_counts(s, c.id)
+    c, counts = service.corpus_with_counts(svc.db, tid, corpus_id)
     return corpus_out(c, {k: counts[k] for k in ("passages", "sentences", "entities")})
 
 
@@ -94,6 +90,6 @@ def delete_corpus(
     corpus_id: int = Path(..., ge=1), tid: int = Depends(tenant_writer), svc: Services = Depends(services)
 ) -> Response:
     corpus_of(svc, tid, corpus_id)
-    with corpus_change(svc, corpus_id), svc.db.tenant_session(tid) as s:
-        corpora.delete_corpus(s, corpus_id)
+    with corpus_change(svc, corpus_id):
+        service.delete_corpus(svc.db, tid, corpus_id)
     return Response(status_code=204)

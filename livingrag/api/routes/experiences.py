@@ -23,10 +23,10 @@ from livingrag.api.schemas import (
     TenantPruneOut,
     Trust,
 )
-from livingrag.db.repositories import experiences as repo
-from livingrag.db.repositories import insights
-from livingrag.db.repositories.api_keys import READ
 from livingrag.experience import lifecycle
+from livingrag.services import experiences
+from livingrag.services.experiences import ExperienceRecord, PruneCriteria
+from livingrag.services.keys import READ
 
 router = APIRouter(
     prefix="/v1/experiences",
@@ -35,7 +35,7 @@ router = APIRouter(
 )
 
 
-def experience_out(r: repo.ExperienceRecord) -> ExperienceOut:
+def experience_out(r: ExperienceRecord) -> ExperienceOut:
     """What the API shows of an experience (everything but its tenant)."""
     fields = {k: v for k, v in vars(r).items() if k != "tenant_id"}
     return ExperienceOut(**fields)
@@ -58,19 +58,18 @@ def list_experiences(
 ) -> ExperienceList:
     if corpus_id is not None:
         corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        rows = repo.list_experiences(
-            s,
-            tenant_id=tid,
-            corpus_id=corpus_id,
-            include_inactive=not active,
-            now=datetime.now(UTC),
-            limit=page.limit,
-            offset=page.offset,
-            status=status,
-            min_confidence=min_confidence,
-            trust=trust,
-        )
+    rows = experiences.list_experiences(
+        svc.db,
+        tid,
+        corpus_id=corpus_id,
+        include_inactive=not active,
+        now=datetime.now(UTC),
+        limit=page.limit,
+        offset=page.offset,
+        status=status,
+        min_confidence=min_confidence,
+        trust=trust,
+    )
     return ExperienceList(
         items=[experience_out(r) for r in rows],
         limit=page.limit,
@@ -98,26 +97,23 @@ def prune(
     now = datetime.now(UTC)
     since = lifecycle.since(now, body.unused_for, "unused_for") if body.unused_for is not None else None
     show_items = body.dry_run and caller.may(READ)
-    criteria = repo.PruneCriteria(
+    criteria = PruneCriteria(
         max_per_tenant=body.keep,
         min_confidence=body.min_confidence,
         unused_since=since,
         expired=body.expired,
         stale=body.stale,
     )
-    with svc.db.tenant_session(tid) as s:
-        items = []
-        if show_items:
-            items = repo.prune_preview(s, criteria, now=now, tenant_id=tid, corpus_id=body.corpus_id)
-        counts = repo.prune(
-            s,
-            criteria,
-            now=now,
-            tenant_id=tid,
-            corpus_id=body.corpus_id,
-            dry_run=body.dry_run,
-            actor=caller.actor.label,
-        )
+    items, counts = experiences.prune(
+        svc.db,
+        tid,
+        criteria,
+        now=now,
+        corpus_id=body.corpus_id,
+        dry_run=body.dry_run,
+        actor=caller.actor,
+        preview=show_items,
+    )
     counts = {("keep" if k == "max_per_tenant" else k): v for k, v in counts.items()}
     return TenantPruneOut(
         counts=counts,
@@ -131,8 +127,7 @@ def prune(
 def get_experience(
     experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> ExperienceOut:
-    with svc.db.tenant_session(tid) as s:
-        return experience_out(repo.get_experience(s, experience_id))
+    return experience_out(experiences.get_experience(svc.db, tid, experience_id))
 
 
 @router.get(
@@ -143,13 +138,10 @@ def get_experience(
 def get_experience_details(
     experience_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> ExperienceDetailOut:
-    with svc.db.tenant_session(tid) as s:
-        rec = repo.get_experience(s, experience_id)
-        d = insights.experience_detail(s, experience_id)
-        names = insights.entity_names(s, d.corpus_id, list(d.activation))
-        present = insights.passages_by_id(s, d.corpus_id, d.source_passage_ids)
+    details = experiences.experience_details(svc.db, tid, experience_id)
+    rec, d, names, present = details.record, details.detail, details.entity_names, details.passages
     ranked = sorted(d.activation.items(), key=lambda kv: (-kv[1], kv[0]))
-    changed_ids = insights.stale_passage_ids(d.stale_reason) if rec.stale else set()
+    changed_ids = details.changed_passage_ids
     cited = [
         CitedPassage(
             id=pid,
@@ -183,17 +175,15 @@ def get_experience_details(
 def expire_experience(
     experience_id: int = Path(..., ge=1), caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
 ) -> ExperienceOut:
-    with svc.db.tenant_session(caller.tenant_id) as s:
-        actor = caller.actor
-        repo.expire_experience(s, experience_id, now=datetime.now(UTC), actor=actor.label, key_id=actor.key_id)
-        return experience_out(repo.get_experience(s, experience_id))
+    rec = experiences.expire_experience(
+        svc.db, caller.tenant_id, experience_id, now=datetime.now(UTC), actor=caller.actor
+    )
+    return experience_out(rec)
 
 
 @router.delete("/{experience_id}", status_code=204, summary="Delete one experience")
 def delete_experience(
     experience_id: int = Path(..., ge=1), caller: Caller = Depends(writer_caller), svc: Services = Depends(services)
 ) -> Response:
-    with svc.db.tenant_session(caller.tenant_id) as s:
-        actor = caller.actor
-        repo.delete_experience(s, experience_id, actor=actor.label, key_id=actor.key_id)
+    experiences.delete_experience(svc.db, caller.tenant_id, experience_id, actor=caller.actor)
     return Response(status_code=204)

@@ -11,7 +11,7 @@ from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import corpus_of
 from livingrag.api.schemas import EntityOut, EntityPassage, LinkedEntity, NeighbourhoodOut, Text
-from livingrag.db.repositories import insights
+from livingrag.services import insights
 
 router = APIRouter(
     prefix="/v1/corpora",
@@ -29,8 +29,7 @@ def search_entities(
     svc: Services = Depends(services),
 ) -> list[EntityOut]:
     info = corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        return [EntityOut(**vars(e)) for e in insights.search_entities(s, info.id, q, limit=limit)]
+    return [EntityOut(**vars(e)) for e in insights.search_entities(svc.db, tid, info.id, q, limit=limit)]
 
 
 @router.get(
@@ -46,8 +45,7 @@ def entity_neighbourhood(
     svc: Services = Depends(services),
 ) -> NeighbourhoodOut:
     info = corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        n = insights.entity_neighbourhood(s, info.id, entity_id, limit=limit)
+    n = insights.entity_neighbourhood(svc.db, tid, info.id, entity_id, limit=limit)
     return NeighbourhoodOut(
         entity=EntityOut(**vars(n.entity)),
         passages=[EntityPassage(**p) for p in n.passages],

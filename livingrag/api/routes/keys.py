@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path
-from sqlalchemy.orm import Session
 
 from livingrag.api.deps import Services, admin, services, tenant_admin
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.schemas import KeyCreate, KeyCreated, KeyOut
-from livingrag.db.repositories import api_keys, tenants
-from livingrag.db.repositories.api_keys import KeyRecord
+from livingrag.services import keys, tenants
+from livingrag.services.keys import KeyRecord
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "description": "No such key (or tenant)."}}
 _CONFLICT: dict[int | str, dict[str, Any]] = {
@@ -52,12 +51,6 @@ def _created(rec: KeyRecord, key: str) -> KeyCreated:
     return KeyCreated(**key_out(rec).model_dump(), key=key)
 
 
-def _create(s: Session, tid: int, body: KeyCreate) -> KeyCreated:
-    expires_at = api_keys.expiry(in_days=body.expires_in_days, at=body.expires_at)
-    rec, key = api_keys.create_key(s, tid, body.name, body.scopes, expires_at=expires_at)
-    return _created(rec, key)
-
-
 # ---------------------------------------------------------------- the tenant's own keys
 
 
@@ -65,14 +58,13 @@ def _create(s: Session, tid: int, body: KeyCreate) -> KeyCreated:
     "", status_code=201, response_model=KeyCreated, summary="Create a key (returned once)", responses=_CONFLICT
 )
 def create_key(body: KeyCreate, tid: int = Depends(tenant_admin), svc: Services = Depends(services)) -> KeyCreated:
-    with svc.db.tenant_session(tid) as s:
-        return _create(s, tid, body)
+    expires_at = keys.expiry(in_days=body.expires_in_days, at=body.expires_at)
+    return _created(*keys.create_own_key(svc.db, tid, body.name, body.scopes, expires_at=expires_at))
 
 
 @router.get("", response_model=list[KeyOut], summary="The tenant's keys, revoked and expired ones included")
 def list_keys(tid: int = Depends(tenant_admin), svc: Services = Depends(services)) -> list[KeyOut]:
-    with svc.db.tenant_session(tid) as s:
-        return [key_out(r) for r in api_keys.list_keys(s, tid)]
+    return [key_out(r) for r in keys.list_own_keys(svc.db, tid)]
 
 
 @router.post(
@@ -84,8 +76,7 @@ def list_keys(tid: int = Depends(tenant_admin), svc: Services = Depends(services
 def revoke_key(
     key_id: int = Path(..., ge=1), tid: int = Depends(tenant_admin), svc: Services = Depends(services)
 ) -> KeyOut:
-    with svc.db.tenant_session(tid) as s:
-        return key_out(api_keys.revoke_key(s, tid, key_id, keep_an_admin=True))
+    return key_out(keys.revoke_own_key(svc.db, tid, key_id))
 
 
 # ---------------------------------------------------------------- the operator, for any tenant
@@ -101,19 +92,19 @@ def revoke_key(
 def operator_create_key(
     body: KeyCreate, tenant_id: int = Path(..., ge=1), svc: Services = Depends(services)
 ) -> KeyCreated:
-    with svc.db.owner_session() as s:
-        return _create(s, tenants.get_tenant(s, tenant_id).id, body)
+    _, rec, key = tenants.create_key(
+        svc.db, tenant_id, body.name, body.scopes, expires_in_days=body.expires_in_days, expires_at=body.expires_at
+    )
+    return _created(rec, key)
 
 
 @operator_router.get("", response_model=list[KeyOut], summary="A tenant's keys")
 def operator_list_keys(tenant_id: int = Path(..., ge=1), svc: Services = Depends(services)) -> list[KeyOut]:
-    with svc.db.owner_session() as s:
-        return [key_out(r) for r in api_keys.list_keys(s, tenants.get_tenant(s, tenant_id).id)]
+    return [key_out(r) for r in tenants.list_keys(svc.db, tenant_id)]
 
 
 @operator_router.post("/{key_id}/revoke", response_model=KeyOut, summary="Revoke a tenant's key")
 def operator_revoke_key(
     tenant_id: int = Path(..., ge=1), key_id: int = Path(..., ge=1), svc: Services = Depends(services)
 ) -> KeyOut:
-    with svc.db.owner_session() as s:
-        return key_out(api_keys.revoke_key(s, tenants.get_tenant(s, tenant_id).id, key_id))
+    return key_out(tenants.revoke_key(svc.db, tenant_id, key_id).key)

@@ -30,7 +30,6 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from livingrag.api.add_queue import QueueFull
 from livingrag.api.deps import Services, require, services, tenant_id, tenant_writer
 from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
-from livingrag.api.jobs import JobProgress, JobState
 from livingrag.api.routes.common import PageParams, corpus_change, corpus_of
 from livingrag.api.schemas import (
     Deleted,
@@ -48,13 +47,13 @@ from livingrag.api.schemas import (
 )
 from livingrag.corpus import service
 from livingrag.corpus.graph import IndexReport
+from livingrag.corpus.index_jobs import IndexJobRecord, JobProgress, JobState
 from livingrag.corpus.ingest import Document
 from livingrag.corpus.matrices import current_version
-from livingrag.db.repositories import corpora, corpus_graph
-from livingrag.db.repositories.api_keys import READ, WRITE
-from livingrag.db.repositories.index_jobs import IndexJobRecord
+from livingrag.corpus.service import PassageRecord
 from livingrag.quotas import check_quota
 from livingrag.retrieval.retriever import shared_graph_cache
+from livingrag.services.keys import READ, WRITE
 from livingrag.types import CorpusInfo
 
 router = APIRouter(
@@ -95,7 +94,7 @@ def _result(r: IndexReport) -> IndexResult:
     )
 
 
-def _passage_out(p: corpus_graph.PassageRecord) -> PassageOut:
+def _passage_out(p: PassageRecord) -> PassageOut:
     return PassageOut(id=p.id, corpus_id=p.corpus_id, title=p.title, text=p.text, external_id=p.external_id)
 
 
@@ -174,8 +173,7 @@ def list_passages(
     svc: Services = Depends(services),
 ) -> PassageList:
     info = corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        rows = corpus_graph.list_passages(s, info.id, limit=page.limit, offset=page.offset, q=q)
+    rows = service.list_passages(svc.db, tid, info.id, limit=page.limit, offset=page.offset, q=q)
     return PassageList(
         items=[_passage_out(p) for p in rows],
         limit=page.limit,
@@ -192,8 +190,7 @@ def get_passage(
     svc: Services = Depends(services),
 ) -> PassageOut:
     info = corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        return _passage_out(corpus_graph.get_passage(s, info.id, passage_id))
+    return _passage_out(service.get_passage(svc.db, tid, info.id, passage_id))
 
 
 @router.patch(
@@ -219,8 +216,7 @@ def update_passage(
     with corpus_change(svc, info.id):
         pid = service.indexer(svc.db, tid, info, svc.settings).update_passage(passage_id, text=text, title=title)
     _load_graph(svc, tid, info)
-    with svc.db.tenant_session(tid) as s:
-        return _passage_out(corpus_graph.get_passage(s, info.id, pid))
+    return _passage_out(service.get_passage(svc.db, tid, info.id, pid))
 
 
 @router.delete("/corpora/{corpus_id}/passages/{passage_id}", response_model=Deleted, summary="Delete one passage")
@@ -278,11 +274,10 @@ def _job_out(job: IndexJobRecord) -> JobOut:
 def run_index_job(
     svc: Services, job: IndexJobRecord, documents: list[dict[str, Any]], progress: JobProgress
 ) -> dict[str, Any]:
-    """Index one job's documents (what the worker of :mod:`livingrag.api.index_jobs` runs, in any
+    """Index one job's documents (what the worker of :mod:`livingrag.corpus.index_jobs` runs, in any
     app instance): the corpus's change lock of this instance is held for it (the job's thread may
     wait; request threads never do), and questions asked once it is done see its passages."""
-    with svc.db.tenant_session(job.tenant_id) as s:
-        info = corpora.get_corpus(s, job.corpus_id)
+    info = service.get_corpus(svc.db, job.tenant_id, job.corpus_id)
     docs = [Document(title=d["title"], text=d["text"], external_id=d.get("external_id")) for d in documents]
     with svc.index_locks.hold(info.id, None):
         report = service.indexer(svc.db, job.tenant_id, info, svc.settings, progress=progress).index_documents(docs)
@@ -323,8 +318,7 @@ def _refuse_full_corpus(svc: Services, tid: int, corpus_id: int) -> None:
     limit = svc.settings.api.max_passages_per_corpus
     if limit is None:
         return
-    with svc.db.tenant_session(tid) as s:
-        held = corpus_graph.count_passages(s, corpus_id)
+    held = service.count_passages(svc.db, tid, corpus_id)
     check_quota("api.max_passages_per_corpus", limit, held, 1 if held >= limit else 0, "passages per corpus")
 
 

@@ -11,8 +11,7 @@ from livingrag.api.deps import Services, services, tenant_id
 from livingrag.api.errors import COMMON_RESPONSES, ErrorResponse
 from livingrag.api.routes.common import corpus_of
 from livingrag.api.schemas import ClaimOut, StoreHealthOut, WritebackOut
-from livingrag.db.repositories import insights
-from livingrag.errors import NotFound
+from livingrag.services import insights
 
 router = APIRouter(
     prefix="/v1",
@@ -29,13 +28,7 @@ def store_health(
 ) -> StoreHealthOut:
     if corpus_id is not None:
         corpus_of(svc, tid, corpus_id)
-    with svc.db.tenant_session(tid) as s:
-        return StoreHealthOut(
-            corpora=insights.health_totals(s, corpus_id),
-            growth=insights.store_growth(s, corpus_id),
-            gates=insights.gate_rates_by_day(s, corpus_id),
-            queries=insights.query_stats_by_day(s, corpus_id),
-        )
+    return StoreHealthOut(**insights.store_health(svc.db, tid, corpus_id))
 
 
 @router.get(
@@ -47,11 +40,7 @@ def writeback_decision(
     query_log_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> WritebackOut:
     gates = svc.settings.gates
-    with svc.db.tenant_session(tid) as s:
-        mode = insights.query_mode(s, query_log_id)
-        if mode is None:
-            raise NotFound(f"no question with query log id {query_log_id}")
-        row = insights.writeback_for_query(s, query_log_id)
+    mode, row = insights.writeback_decision(svc.db, tid, query_log_id)
     base: dict[str, Any] = {
         "query_log_id": query_log_id,
         "tau_novel": gates.tau_novel,

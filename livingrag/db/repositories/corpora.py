@@ -88,6 +88,16 @@ def get_corpus(session: Session, name_or_id: str | int) -> CorpusInfo:
     return _row(row)
 
 
+def find_corpus_id(session: Session, tenant_id: int, ref: int | str) -> int | None:
+    """The id of tenant ``tenant_id``'s corpus ``ref`` (an id, or a name), or None when the tenant
+    has none such; explicit about the tenant, so it holds on the owner's session too."""
+    col = "id" if isinstance(ref, int) else "name"
+    found = session.execute(
+        text(f"SELECT id FROM corpora WHERE tenant_id = :t AND {col} = :v"), {"t": tenant_id, "v": ref}
+    ).scalar()
+    return None if found is None else int(found)
+
+
 def list_corpora(session: Session) -> list[CorpusInfo]:
     return [_row(r) for r in session.execute(text(f"SELECT {_COLS} FROM corpora ORDER BY id")).all()]
 

@@ -128,6 +128,16 @@ def existing_hashes(session: Session, corpus_id: int, hashes: Sequence[str]) -> 
     return set(rows)
 
 
+def passage_id_by_hash(session: Session, corpus_id: int, content_hash: str) -> int:
+    """The id of the corpus's passage with ``content_hash`` (one must exist)."""
+    return int(
+        session.execute(
+            text("SELECT id FROM passages WHERE corpus_id = :c AND content_hash = :h"),
+            {"c": corpus_id, "h": content_hash},
+        ).scalar_one()
+    )
+
+
 def existing_entity_keys(session: Session, corpus_id: int, keys: Sequence[str]) -> set[str]:
     if not keys:
         return set()
@@ -995,6 +1005,7 @@ __all__ = [
     "lock_corpus",
     "lock_evidence",
     "lock_evidence_shared",
+    "passage_id_by_hash",
     "passage_texts",
     "remove_orphan_entities",
     "update_passage_row",

@@ -221,6 +221,11 @@ def unfinished(session: Session, job_ids: Iterable[str]) -> int:
     )
 
 
+def ping(conn: Connection) -> None:
+    """A round trip on ``conn`` (the worker lock's connection): raises when the connection is lost."""
+    conn.execute(text("SELECT 1"))
+
+
 def try_worker_lock(conn: Connection, key: int) -> bool:
     """Take the worker lock ``key`` on ``conn`` (session level: held until released or the
     connection ends); False when another session holds it."""

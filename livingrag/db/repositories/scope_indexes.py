@@ -108,6 +108,11 @@ def create_scope_index(conn: Connection, tenant_id: int, corpus_id: int, dim: in
     return name
 
 
+def no_statement_timeout(conn: Connection) -> None:
+    """Lift ``statement_timeout`` for this connection (an index build may run for hours)."""
+    conn.execute(text("SET statement_timeout = 0"))
+
+
 def set_build_memory(conn: Connection, maintenance_work_mem: str) -> None:
     """``maintenance_work_mem`` for this connection's index builds (an HNSW build is several times
     faster when its graph fits in it); PostgreSQL rejects a malformed value with an error naming it."""

@@ -1,4 +1,4 @@
-"""What the connected PostgreSQL server runs with (read-only)."""
+"""What the connected PostgreSQL server runs with and offers (read-only)."""
 
 from __future__ import annotations
 
@@ -17,4 +17,18 @@ def memory_settings_mb(conn: Connection) -> dict[str, int]:
     return {name: int(int(setting) * _UNIT_BYTES.get(unit or "B", 1) // 1024**2) for name, setting, unit in rows}
 
 
-__all__ = ["MEMORY_SETTINGS", "memory_settings_mb"]
+def server_version(conn: Connection) -> str | None:
+    """The server's ``server_version``."""
+    version = conn.execute(text("SHOW server_version")).scalar()
+    return None if version is None else str(version)
+
+
+def vector_extension(conn: Connection) -> tuple[str | None, str | None]:
+    """pgvector's ``(available, installed)`` versions on the server (None: not available / not
+    installed in this database)."""
+    available = conn.execute(text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")).scalar()
+    installed = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+    return (None if available is None else str(available), None if installed is None else str(installed))
+
+
+__all__ = ["MEMORY_SETTINGS", "memory_settings_mb", "server_version", "vector_extension"]

@@ -1,5 +1,9 @@
 """Index jobs in the database: any worker answers for any job, and a restart loses none.
 
+The HTTP service's background indexing (:mod:`livingrag.api.routes.passages` runs each job through
+the corpus indexer); here are the queue, its worker, the jobs' states, the progress a running job
+reports, the message a failed job gives its tenant and :class:`JobQueueFull`.
+
 ``POST .../index-jobs`` stores the job with its documents (table ``index_jobs``, migration 0013)
 and answers 202 with its id at once; ``GET /v1/index-jobs/{id}`` reads the row, so every worker of
 ``serve --workers N`` (and every replica on the database) answers the same. Each app instance runs
@@ -23,7 +27,7 @@ session (RLS); taking the next job of any tenant, putting orphans back and count
 go through the ``SECURITY DEFINER`` functions of migration 0013, never the owner route.
 
 At most ``api.max_pending_jobs`` jobs wait or run in all and ``api.tenant_max_pending_jobs`` per
-tenant (:class:`~livingrag.api.jobs.JobQueueFull`, 429, past either; the tenant's count is taken
+tenant (:class:`JobQueueFull`, 429, past either; the tenant's count is taken
 under a per-tenant lock, the global one is not, so replicas submitting at the same moment may pass
 it by a job each). The newest :data:`KEEP` finished jobs of a tenant are kept.
 """
@@ -40,15 +44,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
-from livingrag.api.errors import hide_sql_parameters
-from livingrag.api.jobs import JobProgress, JobQueueFull, job_error_message
 from livingrag.db.repositories import index_jobs as repo
-from livingrag.db.repositories.index_jobs import IndexJobRecord
-from livingrag.errors import LivingRAGError
+from livingrag.db.repositories.index_jobs import IndexJobRecord as IndexJobRecord
+from livingrag.db.sql_errors import hide_sql_parameters
+from livingrag.errors import AlreadyExists, InvalidInput, LivingRAGError, NotFound, QuotaExceeded
 
 if TYPE_CHECKING:
     from livingrag.db.engine import Database
@@ -73,6 +76,54 @@ FAILED = (
     "the index job was interrupted twice: the server running it stopped before it finished ({why}); the passages "
     "it had indexed are kept, and submitting the documents again indexes the rest"
 )
+
+JobState = Literal["queued", "running", "succeeded", "failed"]
+
+
+def job_error_message(job_id: str, exc: BaseException) -> str:
+    """What the tenant reads of a failed job: what was wrong with its documents (invalid input, a
+    duplicate, something missing) in full; any other failure as a fixed message naming the job,
+    whose detail is in the server log."""
+    if isinstance(exc, InvalidInput | AlreadyExists | NotFound | QuotaExceeded):
+        return f"{type(exc).__name__}: {exc}"[:2000]
+    return f"the index job failed on the server ({type(exc).__name__}); the detail is logged under job {job_id}"
+
+
+class JobQueueFull(LivingRAGError):
+    """Too many index jobs are waiting; retry later."""
+
+
+class JobProgress:
+    """A :class:`~livingrag.corpus.progress.Progress` that keeps each stage's done/total counts for
+    the job's JSON (``GET /v1/index-jobs/{id}``: ``progress``), so a client can draw a bar."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stages: dict[str, list[int]] = {}
+
+    def add(self, description: str, total: int) -> str:
+        name = description.strip()
+        with self._lock:
+            done, old_total = self._stages.get(name, [0, 0])
+            self._stages[name] = [done, old_total + int(total)]
+        return name
+
+    def advance(self, task: Any, n: int = 1) -> None:
+        with self._lock:
+            if task in self._stages:
+                self._stages[task][0] += int(n)
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """Stage name -> ``{"done", "total"}``."""
+        with self._lock:
+            return {k: {"done": min(d, t), "total": t} for k, (d, t) in self._stages.items()}
+
+    def __enter__(self) -> JobProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
 
 Execute = Callable[[IndexJobRecord, list[dict[str, Any]], JobProgress], dict[str, Any]]
 """What runs one job: the job, its documents and the progress to report to; returns its result."""
@@ -290,7 +341,7 @@ class IndexJobs:
         """Hold this worker's lock on a connection of its own (again, after a lost connection)."""
         if self._lock_conn is not None:
             try:
-                self._lock_conn.execute(text("SELECT 1"))
+                repo.ping(self._lock_conn)
                 return
             except Exception:
                 self._drop_lock()
