@@ -242,8 +242,8 @@ PAPER_EXPERIENCE: dict[str, Any] = {
 }
 """``experience.profile=paper``: eq. 7-13 as the paper writes them (no floors, no map truncation, scaffolds
 with their names); the paper states no K, so ``top_k`` keeps its value. Explicit settings still win."""
-PAPER_GATES: dict[str, Any] = {"answer_form": False, "answer_types": False}
-"""``experience.profile=paper``: the gates of eq. 14-19 alone (no answer-form check)."""
+PAPER_GATES: dict[str, Any] = {"answer_form": False, "answer_types": False, "learn": False}
+"""``experience.profile=paper``: the gates of eq. 14-19 alone (no answer-form check, no learned gate)."""
 
 
 class ExperienceSettings(_Group):
@@ -277,11 +277,13 @@ class ExperienceSettings(_Group):
         description="Answer a repeated question (same words, ignoring case and punctuation) from an active "
         "experience of its earlier asking without an LLM call, as experience.reuse_answers_from allows.",
     )
-    reuse_answers_from: Literal["verified", "gated"] = Field(
-        default="verified",
+    reuse_answers_from: Literal["verified", "auto_verified", "gated"] = Field(
+        default="auto_verified",
         description="Which experiences may answer a repeated question without an LLM call: verified (a person "
-        "marked the answer right, or corrected it) or gated (verified, or stored through the gates with GS at "
-        "least gates.tau_gs). An answer people marked wrong for a question is never served for it.",
+        "marked the answer right, or corrected it), auto_verified (verified, or stored by the tenant's learned gate "
+        "at a probability whose held-out precision is at least gates.serve_min_precision; none exist until the "
+        "learned gate has earned it) or gated (those, or stored through the gates with GS at least gates.tau_gs). "
+        "An answer people marked wrong for a question is never served for it.",
     )
     scaffolds_from: Literal["verified", "gated", "active"] = Field(
         default="gated",
@@ -428,6 +430,42 @@ class GateSettings(_Group):
         "all of a type the question cannot want (a person for 'where', a place for 'who', ...); an answer the "
         "NER reads no entity in passes.",
     )
+    learn: bool = Field(
+        default=True,
+        description="Learn a gate per tenant from its people's verdicts (docs/learned-gate.md): every verdict labels "
+        "the question's write-back candidate; with learn_min_labels labels a calibrator is fitted (and refitted as "
+        "labels grow); it decides the write gate only once its time-ordered held-out AUC reaches learn_min_auc. "
+        "Off: no labels are recorded and the fixed gate always decides.",
+    )
+    learn_min_labels: int = Field(
+        default=50, ge=10, le=1_000_000, description="Labels a tenant (or one of its corpora) needs before a fit."
+    )
+    learn_refit_every: int = Field(
+        default=10, ge=1, le=1_000_000, description="Refit once this many labels were added since the last fit."
+    )
+    learn_min_auc: Probability = Field(
+        default=0.75, ge=0.5, le=1, description="Held-out ROC AUC a calibrator needs to decide the write gate."
+    )
+    store_min_precision: Probability = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="The learned gate stores at the lowest probability whose held-out precision reaches this.",
+    )
+    serve_min_precision: Probability = Field(
+        default=0.95,
+        ge=0.5,
+        le=1,
+        description="An answer the learned gate stores is auto_verified (served from memory without feedback) only "
+        "at a probability whose held-out precision reaches this.",
+    )
+    learn_min_support: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="Held-out labels a threshold must keep for its precision to count (store and serve).",
+    )
+    learn_l2: float = Field(default=1.0, ge=0, le=1_000_000, description="L2 penalty of the logistic calibrator.")
 
     @field_validator("verifier", mode="before")
     @classmethod
@@ -590,7 +628,7 @@ class APISettings(_Group):
 
 
 class Settings(BaseSettings):
-    """The root of every setting (see README's configuration table)."""
+    """The root of every setting (see the settings table of docs/configuration.md)."""
 
     model_config = SettingsConfigDict(
         env_prefix="LIVINGRAG_",
@@ -680,7 +718,7 @@ def settings_as_dict(settings: Settings, *, mask_secrets: bool = True) -> dict[s
 
 
 def settings_table() -> str:
-    """README's configuration table: every setting's variable, default and meaning."""
+    """The settings table of docs/configuration.md: every setting's variable, default and meaning."""
     from pydantic_core import PydanticUndefined
 
     def default_of(info: Any) -> str:

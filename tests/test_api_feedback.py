@@ -518,3 +518,32 @@ def test_the_schema_says_confidence_is_a_heuristic(client: TestClient) -> None:
     )
     assert "/v1/queries/{query_id}/feedback" in spec["paths"]
     assert "feedback" in str(schemas["KeyCreate"]["properties"]["scopes"])
+
+
+# ---------------------------------------------------------------- the learned gate
+
+
+def test_a_verdict_labels_the_candidate_and_the_gate_route_shows_it(world: World, db: Database) -> None:
+    a = world.ask(DIRECTOR)
+    qid = a["query_log_id"]
+    assert world.feedback(qid, {"verdict": "wrong", "answer": "Marta Quell Sr."}).status_code == 200
+    with db.owner_session() as s:
+        (label,) = s.execute(
+            text("SELECT label, verdict, corrected, features, writeback_log_id FROM gate_labels WHERE tenant_id = :t"),
+            {"t": world.tenant_id},
+        ).all()
+    assert (label.label, label.verdict, label.corrected) == (False, "wrong", True)
+    assert label.features["found_any"] == 1.0 and "gs" in label.features and label.writeback_log_id is not None
+    assert world.feedback(qid, {"verdict": "right"}).status_code == 200  # a later verdict replaces the label
+    _, reader = world.key_with("read")
+    gate = world.get("/v1/gate", key=reader)
+    assert gate["tenant_id"] == world.tenant_id and gate["learning"] is True
+    assert gate["labels"]["total"] == 1 and gate["labels"]["right"] == 1 and gate["models"] == []
+    assert gate["settings"]["learn_min_labels"] == 50
+    assert {"gate": "fixed", "decision": "stored", "count": 1} in gate["decisions"]
+    _err(world.client.delete("/v1/gate", headers=auth(reader)), 403, "admin")
+    r = world.client.delete("/v1/gate", params={"forget_labels": True}, headers=auth(world.key))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"models_retired": 0, "experiences_demoted": 0, "labels_deleted": 1}
+    assert world.get("/v1/gate")["labels"]["total"] == 0
+    _err(world.client.delete("/v1/gate", params={"corpus_id": 999_999}, headers=auth(world.key)), 404)

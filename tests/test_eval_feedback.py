@@ -12,6 +12,7 @@ from livingrag.errors import InvalidInput
 from livingrag.evaluation.feedback import (
     chosen_for_feedback,
     feedback_stats,
+    learned_gate_stats,
     parse_feedback_rate,
     simulated_verdict,
 )
@@ -120,3 +121,45 @@ def test_a_record_without_the_feedback_fields_still_reads() -> None:
     r = QueryRecord.from_dict(old)
     assert r.feedback is None and r.feedback_correction is None and r.reused_wrong is None
     assert QueryRecord.from_dict(r.to_dict()) == r
+
+
+def test_learned_gate_stats_count_online_auc_stored_precision_and_unverified_serving() -> None:
+    def g(gate: str, p: float | None, trust: str = "unverified") -> dict[str, object]:
+        return {"gate": {"gate": gate, "probability": p, "trust": trust}}
+
+    run = [
+        _rec("living", 0, contain_correct=False, writeback="stored", extra=g("fixed", None)),
+        _rec("living", 1, contain_correct=True, writeback="stored", extra=g("fixed", 0.4)),
+        _rec("living", 2, contain_correct=False, writeback="rejected_gs", extra=g("fixed", 0.6)),
+        _rec("living", 3, contain_correct=True, writeback="stored", extra=g("learned", 0.9, "auto_verified")),
+        _rec("living", 4, contain_correct=False, writeback="rejected_gs", extra=g("learned", 0.2)),
+        _rec("living", 5, contain_correct=True, reused_experience_id=7, extra={"reused_trust": "auto_verified"}),
+        _rec("living", 6, contain_correct=False, reused_experience_id=8, extra={"reused_trust": "verified"}),
+        _rec("living", 7, contain_correct=False, reused_experience_id=9, extra={"reused_trust": "auto_verified"}),
+    ]
+    st = learned_gate_stats(run)
+    assert (st.questions, st.watched, st.decided_learned, st.first_learned_position) == (8, 4, 2, 3)
+    # right {0.4, 0.9} against wrong {0.6, 0.2}: 3 of 4 pairs ordered
+    assert st.online_auc == 0.75
+    assert st.online_auc_late is None  # the second half (positions >= 4) watched one wrong answer only
+    assert (st.stored_fixed, st.stored_fixed_precision) == (2, 0.5)
+    assert (st.stored_learned, st.stored_learned_precision, st.stored_auto_verified) == (1, 1.0, 1)
+    assert (st.stored_late, st.stored_late_precision) == (0, None)
+    assert (st.served_unverified, st.served_unverified_wrong) == (2, 1)
+
+
+def test_the_report_shows_the_learned_gate_only_when_one_watched() -> None:
+    linear = [_rec("linear", i, contain_correct=i % 2 == 0) for i in range(4)]
+    living = [
+        _rec("living", i, contain_correct=i % 2 == 0, writeback="stored",
+             extra={"gate": {"gate": "learned" if i >= 2 else "fixed", "probability": 0.8 - 0.5 * (i % 2),
+                             "trust": "unverified"}})
+        for i in range(4)
+    ]  # fmt: skip
+    results = build_results(linear + living, dataset_name="jsonl", config={"feedback_rate": 1.0})
+    (row,) = results["tables"]["learned_gate"]
+    assert row["online_auc"] == 1.0 and row["decided_learned"] == 2 and row["first_learned_position"] == 2
+    md = render_markdown(results)
+    assert "## The learned gate" in md and "| LivingRAG | 0 | 4 | 2 (from #2) | 1.000 |" in md
+    quiet = [_rec("living", i, contain_correct=True, writeback="stored") for i in range(2)]
+    assert "## The learned gate" not in render_markdown(build_results(linear + quiet, dataset_name="jsonl", config={}))

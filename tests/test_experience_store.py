@@ -139,7 +139,8 @@ def test_grounding_rejection_stores_nothing(db: Database, tenant: int) -> None:
 def test_an_answer_of_the_wrong_form_is_rejected_before_grounding(db: Database, tenant: int) -> None:
     corpus = make_corpus(db, tenant, DIM)
     verifier = CountingVerifier(1.0)
-    store = make_store(db, verifier)
+    # the fixed gate alone (gates.learn checks every novel candidate's claims, for its features)
+    store = ExperienceStore(db, settings(gates={"learn": False}), encoder=HashingEncoder(), verifier=verifier)
     q = "When did the director of Winter Harbour die?"
     r = store.write_back(candidate(tenant, corpus, unit(DIM, (0, 1.0)), {1: 1.0}, query=q, answer="Orla Brennick"))
     assert r.decision == "rejected_grounding" and r.grounding == 0.0 and r.novelty == 1.0

@@ -20,7 +20,7 @@ from sqlalchemy.exc import ProgrammingError
 
 from livingrag.db import migrate
 from livingrag.db.engine import Database
-from livingrag.db.models import JOB_TABLES, KEY_TABLES, TENANT_OWNED_TABLES, TRUST_TABLES
+from livingrag.db.models import GATE_TABLES, JOB_TABLES, KEY_TABLES, TENANT_OWNED_TABLES, TRUST_TABLES
 from livingrag.db.repositories import api_keys, recovery, tenants
 from tests.conftest import db_settings_for
 from tests.test_rls import _seed
@@ -28,7 +28,7 @@ from tests.test_rls import _seed
 pytestmark = pytest.mark.db
 OWNER = "livingrag_test_owner"
 LOGIN = "livingrag_test_force_login"
-FORCED = ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *TRUST_TABLES, *JOB_TABLES)
+FORCED = ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *TRUST_TABLES, *JOB_TABLES, *GATE_TABLES)
 
 
 def test_rls_is_forced_on_every_tenant_table(db: Database) -> None:

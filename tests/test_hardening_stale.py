@@ -27,6 +27,7 @@ from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories.insights import stale_passage_ids
 from livingrag.experience.answer_reuse import question_key
+from livingrag.experience.trust import serves_answer
 from livingrag.types import QueryEncoding
 from tests import test_hardening_roles as roles
 from tests.conftest import db_settings_for
@@ -188,8 +189,9 @@ def test_a_stale_experience_is_not_reused(db: Database, tenant: int) -> None:
             found = repo.reusable_experiences(
                 s,
                 [eid],
-                policy="gated",
-                min_confidence=0.5,
+                allowed=lambda trust, gated, confidence: serves_answer(
+                    "gated", trust=trust, gated=gated, confidence=confidence, floor=0.5
+                ),
                 now=datetime.now(UTC),
                 question_key=question_key("Where was Orla born?"),
                 answer_key=question_key,

@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 
 from livingrag.db import migrate
 from livingrag.db.engine import Database
-from livingrag.db.models import JOB_TABLES, KEY_TABLES, TENANT_OWNED_TABLES
+from livingrag.db.models import GATE_TABLES, JOB_TABLES, KEY_TABLES, TENANT_OWNED_TABLES
 from livingrag.db.setup import open_database
 from livingrag.errors import SchemaOutOfDate
 from tests.conftest import db_settings_for
@@ -90,10 +90,10 @@ def test_schema_shape(fresh_db: Database) -> None:
                 )
             ).all()
         )
-        for table in ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES):
+        for table in ("tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES, *GATE_TABLES):
             assert rls[table] is True, f"RLS not enabled on {table}"
         policies = {r[0] for r in c.execute(text("SELECT tablename FROM pg_policies"))}
-        assert {"tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES} <= policies
+        assert {"tenants", *TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES, *GATE_TABLES} <= policies
         for table in (*TENANT_OWNED_TABLES, *KEY_TABLES, *JOB_TABLES):
             assert "tenant_id" in {col["name"] for col in inspect(c).get_columns(table)}
 

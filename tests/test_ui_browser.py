@@ -374,6 +374,10 @@ def test_store_health_charts(tenant_page: Any, shots: Any) -> None:
     assert page.locator("figure.chart").count() == 4
     assert page.locator("figure.chart svg[role=img]").count() == 4  # every chart has data
     assert page.locator("table.totals tbody tr").count() == 1
+    gate = page.get_by_role("region", name="Learned gate")
+    expect(gate.get_by_role("heading", name="Learned gate")).to_be_visible()
+    expect(gate).to_contain_text("label(s) from verdicts")
+    expect(gate).to_contain_text("No calibrator yet: the fixed gate decides")
     shots(page, "health")
     _assert_labelled(page)
 

@@ -12,6 +12,7 @@ from livingrag.cli import (
     admin_cmd,
     answer_cmd,
     bench_cmd,
+    bench_gate_cmd,
     bench_retrieval_cmd,
     config_cmd,
     corpus_cmd,
@@ -20,6 +21,7 @@ from livingrag.cli import (
     doctor_cmd,
     eval_cmd,
     experience_cmd,
+    gate_cmd,
     key_cmd,
     retrieve_cmd,
     serve_cmd,
@@ -50,9 +52,11 @@ app.command(name="doctor", help=doctor_cmd.DOCTOR_HELP)(doctor_cmd.doctor)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(admin_cmd.app, name="admin")
 app.add_typer(experience_cmd.app, name="experience")
+app.add_typer(gate_cmd.app, name="gate")
 app.command(name="feedback", help=experience_cmd.FEEDBACK_HELP)(experience_cmd.feedback)
 app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
+bench_cmd.app.command(name="gate-learn", help=bench_gate_cmd.HELP)(bench_gate_cmd.gate_learn)
 app.add_typer(bench_cmd.app, name="bench")
 
 

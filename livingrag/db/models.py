@@ -1,7 +1,8 @@
 """SQLAlchemy tables. The schema itself is created only by the alembic migrations in ``livingrag/db/migrations/``.
 
 Every tenant-owned table carries ``tenant_id`` and is protected by row-level security keyed on the
-session setting ``livingrag.tenant_id`` (see :mod:`livingrag.db.tenancy`).
+session setting ``livingrag.tenant_id``, which :meth:`livingrag.db.engine.Database.tenant_session` sets
+(see docs/database-and-tenancy.md).
 
 Vector columns are declared without a dimension (``vector``) so one schema serves corpora that use
 different embedding models; each row records its ``embedding_dim`` where an index needs it, and the
@@ -308,6 +309,9 @@ class Experience(Base):
     gated: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="true")
     answer_uses: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     question_key: Mapped[str | None] = mapped_column(Text)
+    # the learned gate that stored it, and its P(right) (migration 0014)
+    gate_probability: Mapped[float | None] = mapped_column(Double)
+    gate_model_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ExperienceEntity(Base):
@@ -364,6 +368,10 @@ class WritebackLog(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
     candidate: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     """What a rejected candidate needs to be stored later on a person's word (migration 0011)."""
+    gate: Mapped[str] = mapped_column(Text, nullable=False, server_default="fixed")
+    """Which gate decided: fixed or learned (migration 0014)."""
+    probability: Mapped[float | None] = mapped_column(Double)
+    gate_model_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ExperienceEvent(Base):
@@ -432,10 +440,67 @@ class RejectedAnswer(Base):
     created_at: Mapped[datetime] = _now()
 
 
+class GateLabel(Base):
+    """A person's verdict as a label of the question's write-back candidate, with the features the
+    gate saw (migration 0014)."""
+
+    __tablename__ = "gate_labels"
+    __table_args__ = (
+        _pk("gate_labels", "id"),
+        _in_corpus(),
+        UniqueConstraint("tenant_id", "query_log_id", name="uq_gate_labels_query"),
+        Index("ix_gate_labels_scope_time", "tenant_id", "corpus_id", "created_at", "id"),
+    )
+    id: Mapped[int] = _id()
+    tenant_id: Mapped[int] = _tenant_col()
+    corpus_id: Mapped[int] = _corpus_col()
+    query_log_id: Mapped[int] = _ref()
+    writeback_log_id: Mapped[int | None] = mapped_column(BigInteger)
+    label: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    verdict: Mapped[str] = mapped_column(Text, nullable=False)
+    corrected: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    features: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False)
+    actor: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+
+class GateModel(Base):
+    """One fitted calibrator of a tenant (``corpus_id`` NULL) or of one of its corpora (migration
+    0014); ``retired_at`` NULL: the scope's current one."""
+
+    __tablename__ = "gate_models"
+    __table_args__ = (
+        _pk("gate_models", "id"),
+        ForeignKeyConstraint(
+            ["corpus_id", "tenant_id"], ["corpora.id", "corpora.tenant_id"], ondelete="CASCADE",
+            name="fk_gate_models_corpus_id_corpora",
+        ),
+        Index(
+            "uq_gate_models_current", "tenant_id", text("coalesce(corpus_id, 0)"), unique=True,
+            postgresql_where=text("retired_at IS NULL"),
+        ),
+        Index("ix_gate_models_scope", "tenant_id", "corpus_id", "version"),
+    )  # fmt: skip
+    id: Mapped[int] = _id()
+    tenant_id: Mapped[int] = _tenant_fk()
+    corpus_id: Mapped[int | None] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    model: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    earned: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    store_threshold: Mapped[float | None] = mapped_column(Double)
+    serve_threshold: Mapped[float | None] = mapped_column(Double)
+    labels: Mapped[int] = mapped_column(Integer, nullable=False)
+    fitted_at: Mapped[datetime] = _now()
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    retired_why: Mapped[str | None] = mapped_column(Text)
+
+
 class IndexJob(Base):
     """An index job (migration 0013): its documents until it ends, its state, progress, result or
     error, and the worker running it with that worker's lock and heartbeat; any worker answers for
-    it and a restart neither loses it nor leaves it running (:mod:`livingrag.api.index_jobs`)."""
+    it and a restart neither loses it nor leaves it running (:mod:`livingrag.corpus.index_jobs`)."""
 
     __tablename__ = "index_jobs"
     __table_args__ = (
@@ -526,6 +591,10 @@ JOB_TABLES: tuple[str, ...] = ("index_jobs",)
 """Tenant tables of index jobs (migration 0013) under row-level security, read and written by the
 application role for its tenant; the workers take, count and put back jobs of every tenant only
 through the migration's ``SECURITY DEFINER`` functions (``livingrag_index_job_claim`` and the others)."""
+
+GATE_TABLES: tuple[str, ...] = ("gate_labels", "gate_models")
+"""Tenant tables of the learned gate (migration 0014) under row-level security: one tenant's labels
+and calibrators are invisible to every other tenant."""
 
 KEY_TABLES: tuple[str, ...] = ("api_keys",)
 """Tenant tables under row-level security that the application role reaches only through column

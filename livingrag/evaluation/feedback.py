@@ -192,3 +192,84 @@ def feedback_stats(run: Sequence[QueryRecord]) -> FeedbackStats:
         prompt_mean=sum(r.prompt_tokens for r in run) / n,
         completion_mean=sum(r.completion_tokens for r in run) / n,
     )
+
+
+@dataclass(frozen=True)
+class LearnedGateStats:
+    """What the learned gate did over one (system, order) run (``gates.learn``; issue 47), from the
+    records' ``extra["gate"]`` (the write-back's deciding gate, its P(right) and the stored trust)
+    and ``extra["reused_trust"]``:
+
+    * ``online_auc``: ROC AUC of the logged P(right) against Contain-correctness over the write-backs
+      a calibrator watched or decided. Every such probability came from a model fitted on labels of
+      earlier questions only, so this is a held-out figure in time order; ``online_auc_late``: the
+      same over the run's second half (positions >= n / 2).
+    * stored precision: the Contain-correct share of the experiences stored by the fixed gate
+      (``stored_fixed``) and by the learned gate (``stored_learned``), and of all stored in the
+      second half (``stored_late``).
+    * ``served_unverified``: answers served from memory from an ``auto_verified`` experience (no
+      person's verdict behind it) and ``served_unverified_wrong`` how many were not Contain-correct.
+    """
+
+    system: str
+    order: int
+    questions: int
+    watched: int
+    decided_learned: int
+    first_learned_position: int | None
+    online_auc: float | None
+    online_auc_late: float | None
+    stored_fixed: int
+    stored_fixed_precision: float | None
+    stored_learned: int
+    stored_learned_precision: float | None
+    stored_auto_verified: int
+    stored_late: int
+    stored_late_precision: float | None
+    served_unverified: int
+    served_unverified_wrong: int
+
+
+def _share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def _auc(pairs: Sequence[tuple[float, bool]]) -> float | None:
+    from livingrag.experience.calibration import roc_auc
+
+    value = roc_auc([p for p, y in pairs if y], [p for p, y in pairs if not y])
+    return None if math.isnan(value) else value
+
+
+def learned_gate_stats(run: Sequence[QueryRecord]) -> LearnedGateStats:
+    """:class:`LearnedGateStats` of one (system, order) run's records."""
+    if not run:
+        raise ValueError("no records to count")
+    system, order = run[0].system, run[0].order
+    half = len(run) / 2
+    gated = [(r, (r.extra or {}).get("gate") or {}) for r in run]
+    watched = [(r, g) for r, g in gated if g.get("probability") is not None]
+    stored = [(r, g) for r, g in gated if r.writeback == "stored" and g]
+    learned = [r for r, g in gated if g.get("gate") == "learned"]
+    served = [
+        r for r in run if r.reused_experience_id is not None and (r.extra or {}).get("reused_trust") == "auto_verified"
+    ]
+    return LearnedGateStats(
+        system=system,
+        order=order,
+        questions=len(run),
+        watched=len(watched),
+        decided_learned=len(learned),
+        first_learned_position=min((r.position for r in learned), default=None),
+        online_auc=_auc([(float(g["probability"]), r.contain_correct) for r, g in watched]),
+        online_auc_late=_auc([(float(g["probability"]), r.contain_correct) for r, g in watched if r.position >= half]),
+        stored_fixed=sum(1 for _, g in stored if g.get("gate") != "learned"),
+        stored_fixed_precision=_share([r.contain_correct for r, g in stored if g.get("gate") != "learned"]),
+        stored_learned=sum(1 for _, g in stored if g.get("gate") == "learned"),
+        stored_learned_precision=_share([r.contain_correct for r, g in stored if g.get("gate") == "learned"]),
+        stored_auto_verified=sum(1 for _, g in stored if g.get("trust") == "auto_verified"),
+        stored_late=sum(1 for r, _ in stored if r.position >= half),
+        stored_late_precision=_share([r.contain_correct for r, _ in stored if r.position >= half]),
+        served_unverified=len(served),
+        served_unverified_wrong=sum(1 for r in served if not r.contain_correct),
+    )

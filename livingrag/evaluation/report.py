@@ -22,7 +22,7 @@ from typing import Any
 
 from livingrag.evaluation import paper
 from livingrag.evaluation.datasets import Dataset
-from livingrag.evaluation.feedback import feedback_stats
+from livingrag.evaluation.feedback import feedback_stats, learned_gate_stats
 from livingrag.evaluation.metrics import (
     Prices,
     RunSummary,
@@ -349,6 +349,9 @@ def build_results(
         ]
     tables["paired"] = paired_rows(runs)
     tables["feedback"] = feedback_rows(runs, tables["paired"])
+    tables["learned_gate"] = [
+        asdict(learned_gate_stats(run)) for (system, _), run in sorted(runs.items()) if system != SYSTEM_LINEAR
+    ]
     if any(r.question_id.endswith(REPEAT_MARK) for r in records):
         tables["repeats"] = [asdict(x) for x in repeat_stats(records)]
     tables["orders"] = asdict(
@@ -1092,6 +1095,57 @@ def _feedback(v: _ReportView) -> list[str]:
     return [_feedback_section(rows, v.config)]
 
 
+def _learned_gate(v: _ReportView) -> list[str]:
+    """The learned gate per system with memory (:class:`~livingrag.evaluation.feedback.LearnedGateStats`),
+    when a calibrator watched or decided at least one write-back."""
+    rows = [r for r in v.tables.get("learned_gate") or [] if r["watched"] or r["served_unverified"]]
+    if not rows:
+        return []
+
+    def prec(n: int, p: float | None) -> str:
+        return f"{n} ({_pct(p)} right)" if p is not None else str(n)
+
+    table = [
+        [
+            system_label(r["system"]),
+            str(r["order"]),
+            str(r["watched"]),
+            f"{r['decided_learned']}" + (f" (from #{r['first_learned_position']})" if r["decided_learned"] else ""),
+            _num(r["online_auc"], 3) if r["online_auc"] is not None else DASH,
+            _num(r["online_auc_late"], 3) if r["online_auc_late"] is not None else DASH,
+            prec(r["stored_fixed"], r["stored_fixed_precision"]),
+            prec(r["stored_learned"], r["stored_learned_precision"]),
+            prec(r["stored_late"], r["stored_late_precision"]),
+            str(r["stored_auto_verified"]),
+            f"{r['served_unverified']} ({r['served_unverified_wrong']} wrong)",
+        ]
+        for r in rows
+    ]
+    return [
+        "\n## The learned gate\n",
+        "Each tenant's gate learns from the verdicts (here simulated from the gold answers): a calibrator fitted "
+        "on the labels of earlier questions watches every write-back (its P(right) is logged) and decides once "
+        "its time-ordered held-out AUC reaches gates.learn_min_auc. Online AUC is the logged P(right) against "
+        "Contain-correctness, each from a model that had not seen that question: a held-out figure.\n",
+        _table(
+            [
+                "System",
+                "Order",
+                "Watched",
+                "Decided by the learned gate",
+                "Online AUC",
+                "Online AUC, 2nd half",
+                "Stored by the fixed gate",
+                "Stored by the learned gate",
+                "Stored in the 2nd half",
+                "Auto-verified",
+                "Served without feedback",
+            ],
+            table,
+        ),
+    ]
+
+
 def _repeats(v: _ReportView) -> list[str]:
     """The repeated questions of a repeat stream (:func:`_repeats_section`), when there are any."""
     return [_repeats_section(v.tables["repeats"])] if v.tables.get("repeats") else []
@@ -1248,6 +1302,7 @@ SECTIONS: tuple[Callable[[_ReportView], list[str]], ...] = (
     _coverage,
     _paired,
     _feedback,
+    _learned_gate,
     _repeats,
     _benefit,
     _orders,

@@ -244,6 +244,10 @@ def make_record(
         )
     context = sorted(e for e, v in a.retrieval.final_activation.items() if v >= activation_threshold)
     extra: dict[str, Any] = {}
+    if living and a.reused_from is None and writeback is not None:
+        extra["gate"] = {"gate": writeback.gate, "probability": writeback.probability, "trust": writeback.trust}
+    if a.reused_from is not None:
+        extra["reused_trust"] = a.reused_trust
     if feedback is not None and feedback.verdict is not None:
         extra["feedback"] = {"verified": list(feedback.verified_ids), "retracted": list(feedback.retracted_ids)}
     if feedback is not None and feedback.error is not None:

@@ -40,6 +40,7 @@ from livingrag.config import Settings
 from livingrag.db.engine import Database
 from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
+from livingrag.db.repositories import gate as gate_repo
 from livingrag.db.repositories import trust as trust_repo
 from livingrag.errors import Conflict, InvalidInput, NotFound
 from livingrag.experience.answer_reuse import question_key
@@ -150,11 +151,22 @@ class TrustService:
         store: ExperienceStore,
         *,
         clock: Callable[[], datetime] | None = None,
+        background_fits: bool = False,
     ) -> None:
+        """``background_fits``: refit the tenant's learned gate after a verdict on a background thread
+        (the API), instead of before returning (the command line, evaluations, tests)."""
         self.db = db
         self.settings = settings
         self.store = store
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._background_fits = background_fits
+
+    def _learned(self, tenant_id: int) -> None:
+        """After a label was committed: the tenant's learned gate refits when due."""
+        if self._background_fits:
+            self.store.learner.schedule_refit(tenant_id)
+        else:
+            self.store.learner.refit_quietly(tenant_id)
 
     # ---------------------------------------------------------------- single experiences
 
@@ -188,6 +200,16 @@ class TrustService:
             if state.trust == trust:
                 return TrustChange(experience_id, trust, state.trust, False, actor.label, reason)
             qkey, akey = state.question_key or question_key(state.query), question_key(state.answer)
+            asked = gate_repo.experience_query(s, experience_id)
+            labelled = asked is not None and self.store.learner.label_in(
+                s,
+                tenant_id=tenant_id,
+                query_log_id=asked,
+                verdict="right" if trust == "verified" else "wrong",
+                corrected=False,
+                actor=actor.label,
+                now=now,
+            )
             if trust == "verified":
                 self._verify_in(s, tenant_id, state.corpus_id, experience_id, actor, reason, now, None)
                 trust_repo.forget_wrong(s, state.corpus_id, qkey, akey)
@@ -203,7 +225,9 @@ class TrustService:
                     query_log_id=None,
                     actor=actor.label,
                 )
-            return TrustChange(experience_id, trust, state.trust, True, actor.label, reason)
+        if labelled:
+            self._learned(tenant_id)
+        return TrustChange(experience_id, trust, state.trust, True, actor.label, reason)
 
     # ---------------------------------------------------------------- verdicts on answers
 
@@ -286,7 +310,18 @@ class TrustService:
                 experience_id=effects.get("stored_experience_id") or own,
                 outcome=effects | {"check": asdict(check) if check else None},
             )
+            labelled = self.store.learner.label_in(
+                s,
+                tenant_id=tenant_id,
+                query_log_id=query_log_id,
+                verdict=verdict,
+                corrected=answer is not None,
+                actor=actor.label,
+                now=now,
+            )
         log.info("feedback %s on question %s by %s: %s", verdict, query_log_id, actor.label, effects["messages"])
+        if labelled:
+            self._learned(tenant_id)
         return _outcome_of(row, repeated=False)
 
     # ---------------------------------------------------------------- the effects

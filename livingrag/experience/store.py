@@ -39,9 +39,11 @@ from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories import trust as trust_repo
 from livingrag.errors import InvalidInput, ModelUnavailable, NotFound
-from livingrag.experience.answer_form import check_answer_form
+from livingrag.experience.answer_form import FormCheck, check_answer_form
 from livingrag.experience.answer_reuse import question_key
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
+from livingrag.experience.gate_features import candidate_features
+from livingrag.experience.gate_learning import ActiveGate, GateLearner
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
 from livingrag.experience.matching import apply_decay, decay_factors, retrieval_scores_from_cosines, top_k
@@ -177,6 +179,8 @@ class ExperienceStore:
         a question form a tenant met once, stored or asked, is not embedded again for that tenant in
         this process."""
         self._dims: dict[tuple[int, int], int] = {}
+        self.learner = GateLearner(db, settings, clock=self._clock)
+        """The tenants' learned gates (``gates.learn``): which calibrator decides or watches a write-back."""
 
     # ---------------------------------------------------------------- shared pieces
 
@@ -541,10 +545,12 @@ class ExperienceStore:
 
         try:
             t1 = time.perf_counter()
+            learning = self.gates.learn and resolved.verifier is not None
             with self.db.tenant_session(c.tenant_id) as s:
                 version = self._checked_version(s, c)
                 wrong = self._marked_wrong(s, c)
                 ns, nearest = (None, None) if wrong else self._novelty(s, c)
+                active = self.learner.active_in(s, c.corpus_id) if learning and not wrong else None
             if wrong:  # a person marked this answer wrong for this question: never stored again
                 details |= {"stage": "marked_wrong"}
                 timings["grounding_ms"] = 0.0
@@ -556,9 +562,10 @@ class ExperienceStore:
                 return self._decide(state(), "rejected_novelty")
 
             t2 = time.perf_counter()
+            form = None
             if resolved.verifier is not None and self.gates.answer_form:
                 form = check_answer_form(c.query, c.answer, self._answer_labels(c.answer))
-                if not form.fits:  # an answer of the wrong form is not an experience, however grounded
+                if not form.fits and not learning:  # a wrong form is not an experience, however grounded
                     details |= {"stage": "answer_form", "expected": form.expected}
                     timings["grounding_ms"] = _ms(t2)
                     return self._decide(replace(state(), gs=0.0), "rejected_grounding", reason=form.reason)
@@ -585,6 +592,8 @@ class ExperienceStore:
                 }
                 for v in verdicts
             ]
+            if learning:
+                return self._learned_or_fixed(state(), version, form, active)
             if not passes_grounding(gs, self.gates.tau_gs):
                 return self._decide(state(), "rejected_grounding")
 
@@ -593,6 +602,61 @@ class ExperienceStore:
             raise
         except Exception as exc:
             return self._failed(state(), exc)
+
+    def _learned_or_fixed(
+        self, g: _Gated, version: int, form: FormCheck | None, active: ActiveGate | None
+    ) -> WriteBackResult:
+        """The decision once the candidate's features are known (``gates.learn``): the tenant's
+        earned calibrator decides (store iff P(right) >= its store threshold; ``auto_verified`` iff
+        also >= its serve threshold), else the fixed gate does, exactly as without learning (the
+        answer-form check, then GS >= tau_gs), with a watching calibrator's probability logged."""
+        c = g.c
+        form_words = check_answer_form(c.query, c.answer) if form is not None else None
+        features = candidate_features(
+            query=c.query,
+            answer=c.answer,
+            explanation=c.explanation,
+            passages=c.passages,
+            verdicts=g.verdicts,
+            ns=float(g.ns or 0.0),
+            gs=g.gs,
+            form_fits=form_words.fits if form_words is not None else True,
+            type_fits=form.fits if form is not None else True,
+        )
+        g.details["features"] = {k: round(v, 6) for k, v in features.items()}
+        p = active.model.probability(features) if active is not None else None
+        if active is not None:
+            g.details["learned_gate"] = {
+                "model_id": active.model_id,
+                "scope": active.scope,
+                "version": active.version,
+                "probability": round(p, 6) if p is not None else None,
+                "decides": active.decides,
+                "store_threshold": active.store_threshold,
+                "serve_threshold": active.serve_threshold,
+            }
+        g = replace(g, probability=p, gate_model_id=active.model_id if active is not None else None)
+        if active is not None and active.decides and p is not None:
+            assert active.store_threshold is not None
+            g = replace(g, gate="learned")
+            if p < active.store_threshold:
+                g.details["stage"] = "learned_gate"
+                reason = f"{active.label}: P(right) {p:.3f} below the store threshold {active.store_threshold:.3f}"
+                return self._decide(g, "rejected_grounding", reason=reason)
+            if active.serve_threshold is not None and p >= active.serve_threshold:
+                g = replace(
+                    g,
+                    trust="auto_verified",
+                    trust_reason=f"{active.label}: P(right) {p:.3f} >= the serve threshold"
+                    f" {active.serve_threshold:.3f} (held-out precision >= {self.gates.serve_min_precision})",
+                )
+            return self._insert(g, version)
+        if form is not None and not form.fits:
+            g.details.update(stage="answer_form", expected=form.expected)
+            return self._decide(replace(g, gs=0.0), "rejected_grounding", reason=form.reason)
+        if not passes_grounding(g.gs if g.gs is not None else 0.0, self.gates.tau_gs):
+            return self._decide(g, "rejected_grounding")
+        return self._insert(g, version)
 
     def _failed(self, g: _Gated, exc: Exception) -> WriteBackResult:
         """The ``error`` decision of a write-back that failed with ``exc`` (logged, never raised)."""
@@ -746,6 +810,11 @@ class ExperienceStore:
             origin_detail=origin_detail,
             gated=r.gated,
             question_key=question_key(c.query),
+            trust=r.g.trust,
+            trust_actor="system" if r.g.trust != "unverified" else None,
+            trust_reason=r.g.trust_reason,
+            gate_probability=r.g.probability,
+            gate_model_id=r.g.gate_model_id,
         )
 
     def _store_in(
@@ -803,9 +872,35 @@ class ExperienceStore:
                     event="created",
                     actor="system",
                     query_log_id=c.query_log_id,
-                    reason=f"stored by the write-back gates ({new.origin}: {new.origin_detail})",
-                    details={"writeback_log_id": log_id, "gs": g2.gs, "ns": ns2},
-                )
+                    reason=f"stored by the write-back gates ({new.origin}: {new.origin_detail})"
+                    + (
+                        f"; {g.gate} gate, P(right) {g.probability:.3f}"
+                        if g.gate == "learned" and g.probability
+                        else ""
+                    ),
+                    details={
+                        "writeback_log_id": log_id,
+                        "gs": g2.gs,
+                        "ns": ns2,
+                        "gate": g.gate,
+                        "probability": g.probability,
+                    },
+                ),
+                *(
+                    [
+                        trust_repo.EventRow(
+                            experience_id=exp_id,
+                            corpus_id=c.corpus_id,
+                            event="auto_verified",
+                            actor="system",
+                            query_log_id=c.query_log_id,
+                            reason=g.trust_reason,
+                            details={"gate_model_id": g.gate_model_id, "probability": g.probability},
+                        )
+                    ]
+                    if g.trust == "auto_verified"
+                    else []
+                ),
             ],
         )
         return g2.result("stored", log_id, experience_id=exp_id), exp_id
@@ -895,6 +990,9 @@ class ExperienceStore:
             experience_id=experience_id,
             query_log_id=c.query_log_id,
             candidate=kept,
+            gate=g.gate,
+            probability=g.probability,
+            gate_model_id=g.gate_model_id,
         )
 
     # ---------------------------------------------------------------- validation
@@ -961,6 +1059,14 @@ class _Gated:
     ns: float | None = None
     gs: float | None = None
     verdicts: tuple[ClaimVerdict, ...] = ()
+    gate: str = "fixed"
+    """Which gate decided: ``fixed`` (NS, the answer form, GS) or ``learned`` (the tenant's calibrator)."""
+    probability: float | None = None
+    """The learned gate's P(right), when a calibrator decided or watched."""
+    gate_model_id: int | None = None
+    trust: str = "unverified"
+    """The trust a stored experience gets: ``auto_verified`` above an earned serve threshold."""
+    trust_reason: str | None = None
 
     def result(
         self, decision: str, log_id: int | None, *, experience_id: int | None = None, reason: str | None = None
@@ -976,6 +1082,9 @@ class _Gated:
             reason=reason,
             claims=self.verdicts,
             timings=self.timings,
+            gate=self.gate,
+            probability=self.probability,
+            trust=self.trust if decision == "stored" else "unverified",
         )
 
 

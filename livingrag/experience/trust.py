@@ -7,16 +7,19 @@ vouches for it:
     origin  = gate (the automatic gate; detail: its verifier) | judge (an LLM judge; detail: its
               model) | person (a person's correction or word; detail: who) | ungated (the
               "w/o quality gate" ablation)
-    trust   = unverified (nobody checked it) | verified (a person said it is right) | retracted
-              (a person said it is wrong: inactive, never served)
+    trust   = unverified (nobody checked it) | auto_verified (the tenant's learned gate stored it at
+              a probability whose held-out precision reaches gates.serve_min_precision; see
+              :mod:`livingrag.experience.calibration`) | verified (a person said it is right) |
+              retracted (a person said it is wrong: inactive, never served)
 
 A use needs a level, one setting each (``experience.reuse_answers_from``, ``scaffolds_from``,
 ``fusion_from``):
 
     allows(level, trust, gated) = trust != retracted and (
-        level = active                                   # any active experience
-        or level = gated and (gated or trust = verified) # stored through the gates, or verified
-        or level = verified and trust = verified)        # a person vouched for it
+        level = active                                    # any active experience
+        or level = gated and (gated or trust = verified)  # stored through the gates, or verified
+        or level = auto_verified and trust in {auto_verified, verified}
+        or level = verified and trust = verified)         # a person vouched for it
 
 Pure: no database, no model, no settings.
 """
@@ -35,12 +38,13 @@ __all__ = [
     "allows",
     "evidence_hash",
     "origin_of",
+    "serves_answer",
 ]
 
-TRUSTS: tuple[str, ...] = ("unverified", "verified", "retracted")
+TRUSTS: tuple[str, ...] = ("unverified", "auto_verified", "verified", "retracted")
 ORIGINS: tuple[str, ...] = ("gate", "judge", "person", "ungated")
-USE_LEVELS: tuple[str, ...] = ("verified", "gated", "active")
-UseLevel = Literal["verified", "gated", "active"]
+USE_LEVELS: tuple[str, ...] = ("verified", "auto_verified", "gated", "active")
+UseLevel = Literal["verified", "auto_verified", "gated", "active"]
 
 
 def allows(level: str, *, trust: str, gated: bool) -> bool:
@@ -56,7 +60,21 @@ def allows(level: str, *, trust: str, gated: bool) -> bool:
         return True
     if level == "gated":
         return gated or trust == "verified"
+    if level == "auto_verified":
+        return trust in ("auto_verified", "verified")
     return trust == "verified"
+
+
+def serves_answer(policy: str, *, trust: str, gated: bool, confidence: float, floor: float) -> bool:
+    """Whether ``experience.reuse_answers_from = policy`` lets an active experience of ``trust``
+    answer a repeated question without an LLM call: a verified one always; an auto-verified one at
+    ``auto_verified`` and ``gated``; an unverified one only at ``gated``, stored through the gates
+    with confidence at least ``floor``."""
+    if trust == "verified":
+        return True
+    if trust == "auto_verified":
+        return policy in ("auto_verified", "gated")
+    return policy == "gated" and gated and confidence >= floor
 
 
 def origin_of(verifier: str, *, gated: bool, judge_model: str | None = None) -> tuple[str, str]:

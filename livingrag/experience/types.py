@@ -196,6 +196,12 @@ class WriteBackResult:
     reason: str | None = None
     claims: tuple[ClaimVerdict, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    gate: str = "fixed"
+    """Which gate decided: ``fixed`` or ``learned`` (the tenant's calibrator)."""
+    probability: float | None = None
+    """The learned gate's P(right), when a calibrator decided or watched."""
+    trust: str = "unverified"
+    """The trust of the stored experience (``auto_verified`` above an earned serve threshold)."""
 
     @property
     def stored(self) -> bool:

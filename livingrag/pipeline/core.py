@@ -35,6 +35,7 @@ from livingrag.experience.keysent import parse_summary
 from livingrag.experience.scaffold_policy import scaffolds_masked
 from livingrag.experience.store import ExperienceStore
 from livingrag.experience.template import has_placeholder, mask, mask_scaffold
+from livingrag.experience.trust import serves_answer
 from livingrag.experience.types import (
     ExperienceCandidate,
     Finding,
@@ -104,6 +105,8 @@ class Answer:
     gated: bool = field(default=True, compare=False, repr=False)
     reused_from: int | None = None
     """The experience whose answer was given again for this repeated question (no LLM call), else None."""
+    reused_trust: str | None = None
+    """That experience's trust when it was served (``verified``, or ``auto_verified`` by a learned gate)."""
     findings: tuple[Finding, ...] = ()
     """Earlier experiences stated in the prompt as facts (``experience.findings_k``; beyond the paper)."""
 
@@ -425,9 +428,10 @@ class LivingRAG:
         """The top-K experience whose question ``q`` repeats and whose answer may be given again
         without an LLM call (answer_reuse), if any.
 
-        ``experience.reuse_answers_from`` decides which: ``verified`` (default: a person marked it
-        right or corrected it) or ``gated`` (verified, or stored through the gates with GS at least
-        tau_gs). Only the top-K experiences that policy allows and whose question ``q`` repeats are
+        ``experience.reuse_answers_from`` decides which: ``verified`` (a person marked it right or
+        corrected it), ``auto_verified`` (default: verified, or stored by the tenant's earned learned
+        gate above its serve threshold) or ``gated`` (those, or stored through the gates with GS at
+        least tau_gs). Only the top-K experiences that policy allows and whose question ``q`` repeats are
         looked up (most questions repeat none, and then no round trip is made); the lookup checks
         that each is still active and that people have not marked its answer wrong for this
         question; the first (in top-K order) that passes is chosen."""
@@ -436,7 +440,7 @@ class LivingRAG:
         ids = [
             e.id
             for e in match.top
-            if (e.trust == "verified" or (policy == "gated" and e.gated and e.confidence >= tau))
+            if serves_answer(policy, trust=e.trust, gated=e.gated, confidence=e.confidence, floor=tau)
             and pick_repeat(q, [(e.id, e.query)]) is not None
         ]
         if not ids:
@@ -445,8 +449,9 @@ class LivingRAG:
             usable = experience_repo.reusable_experiences(
                 s,
                 ids,
-                policy=policy,
-                min_confidence=tau,
+                allowed=lambda trust, gated, confidence: serves_answer(
+                    policy, trust=trust, gated=gated, confidence=confidence, floor=tau
+                ),
                 now=datetime.now(UTC),
                 question_key=question_key(q),
                 answer_key=question_key,
@@ -529,6 +534,7 @@ class LivingRAG:
             prompt_id="reuse",
             gated=m.gated,
             reused_from=repeat.id,
+            reused_trust=repeat.trust,
         )
 
     def submit_writeback(self, answer: Answer) -> Future[WriteBackResult] | None:

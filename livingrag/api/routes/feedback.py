@@ -22,9 +22,9 @@ from livingrag.api.schemas import (
     TrustChangeOut,
     TrustIn,
 )
-from livingrag.db.repositories import experiences as repo
 from livingrag.errors import Conflict
 from livingrag.experience.feedback import FeedbackOutcome, TrustChange
+from livingrag.services import experiences as experience_service
 
 MAX_ID = 2**63 - 1
 """Ids are PostgreSQL bigints: a larger one is 422, not a database error."""
@@ -96,8 +96,7 @@ def give_feedback(
 
 
 def _change_out(svc: Services, tid: int, change: TrustChange) -> TrustChangeOut:
-    with svc.db.tenant_session(tid) as s:
-        rec = repo.get_experience(s, change.experience_id)
+    rec = experience_service.get_experience(svc.db, tid, change.experience_id)
     return TrustChangeOut(
         experience_id=change.experience_id,
         trust=change.trust,  # type: ignore[arg-type]  # one of TRUSTS

@@ -117,6 +117,9 @@ class NewExperience:
     trust_reason: str | None = None
     gated: bool = True
     question_key: str | None = None
+    gate_probability: float | None = None
+    """The learned gate's P(right) when a calibrator watched or decided (migration 0014)."""
+    gate_model_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -471,11 +474,12 @@ def insert_experience(session: Session, new: NewExperience) -> int:
         text(
             "INSERT INTO experiences (tenant_id, corpus_id, query, query_template, query_embedding, embedding_dim,"
             " activation, summary, answer, created_at, expires_at, confidence, grounding, source_passage_ids,"
-            " corpus_version, origin, origin_detail, trust, trust_actor, trust_at, trust_reason, gated, question_key)"
+            " corpus_version, origin, origin_detail, trust, trust_actor, trust_at, trust_reason, gated, question_key,"
+            " gate_probability, gate_model_id)"
             " VALUES (:t, :c, :q, :tpl, :v, :d, CAST(:a AS jsonb), :s, :ans, :now, :exp, :conf,"
             " CAST(:g AS jsonb), :src, :ver, :origin, :origin_detail, :trust, :trust_actor,"
             " CASE WHEN :trust = 'unverified' THEN NULL ELSE CAST(:now AS timestamptz) END, :trust_reason, :gated,"
-            " :qkey) RETURNING id"
+            " :qkey, :gp, :gm) RETURNING id"
         ),
         {
             "t": new.tenant_id,
@@ -500,6 +504,8 @@ def insert_experience(session: Session, new: NewExperience) -> int:
             "trust_reason": new.trust_reason,
             "gated": bool(new.gated),
             "qkey": new.question_key,
+            "gp": new.gate_probability,
+            "gm": new.gate_model_id,
         },
     ).scalar_one()
     weights = unit_weights(new.activation)
@@ -530,15 +536,21 @@ def insert_writeback_log(
     experience_id: int | None = None,
     query_log_id: int | None = None,
     candidate: Mapping[str, Any] | None = None,
+    gate: str = "fixed",
+    probability: float | None = None,
+    gate_model_id: int | None = None,
 ) -> int:
     """One decision row of ``writeback_log``; returns its id. ``candidate``: what a rejected
-    candidate needs to be stored later (``writeback_log.candidate``, migration 0011)."""
+    candidate needs to be stored later (``writeback_log.candidate``, migration 0011); ``gate``: which
+    gate decided (``fixed`` or ``learned``), ``probability`` the learned gate's P(right) (also when
+    it only watched) and ``gate_model_id`` its model (migration 0014)."""
     return int(
         session.execute(
             text(
                 "INSERT INTO writeback_log (tenant_id, corpus_id, query_log_id, experience_id, query, novelty,"
-                " grounding, verifier, decision, reason, timings, details, candidate) VALUES (:t, :c, :ql, :x, :q, :n,"
-                " :g, :v, :d, :r, CAST(:tm AS jsonb), CAST(:det AS jsonb), CAST(:cand AS jsonb)) RETURNING id"
+                " grounding, verifier, decision, reason, timings, details, candidate, gate, probability, gate_model_id)"
+                " VALUES (:t, :c, :ql, :x, :q, :n, :g, :v, :d, :r, CAST(:tm AS jsonb), CAST(:det AS jsonb),"
+                " CAST(:cand AS jsonb), :gate, :p, :gm) RETURNING id"
             ),
             {
                 "t": tenant_id,
@@ -554,6 +566,9 @@ def insert_writeback_log(
                 "tm": json.dumps(dict(timings)),
                 "det": json.dumps(dict(details), default=str),
                 "cand": None if candidate is None else json.dumps(dict(candidate)),
+                "gate": gate,
+                "p": _finite_or_none(probability),
+                "gm": gate_model_id,
             },
         ).scalar_one()
     )
@@ -888,8 +903,8 @@ _STATUS = {
     "retracted": "trust = 'retracted'",
 }
 """The list filter ``status``: active (neither stale, retracted nor expired), stale, expired, retracted."""
-TRUSTS = ("unverified", "verified", "retracted")
-"""``experiences.trust`` (migration 0011)."""
+TRUSTS = ("unverified", "auto_verified", "verified", "retracted")
+"""``experiences.trust`` (migration 0011; ``auto_verified``: 0014)."""
 
 
 def list_experiences(
@@ -945,27 +960,20 @@ class ReusableExperience:
     trust: str = "unverified"
 
 
-REUSE_POLICIES = ("verified", "gated")
-"""``experience.reuse_answers_from``: verified (a person vouched for it), or gated (verified, or
-stored through the gates with confidence at least the floor)."""
-
-
 def reusable_experiences(
     session: Session,
     ids: Sequence[int],
     *,
-    policy: str,
-    min_confidence: float,
+    allowed: Callable[[str, bool, float], bool],
     now: datetime,
     question_key: str,
     answer_key: Callable[[str], str],
 ) -> list[ReusableExperience]:
     """Of ``ids``, in their order, the experiences whose answer may be given again for a question of
-    key ``question_key``: active now (not stale, not retracted, not expired), allowed by ``policy``
-    (:data:`REUSE_POLICIES`), and whose answer (by ``answer_key``) people have not marked wrong for
-    that question in its corpus (``rejected_answers``)."""
-    if policy not in REUSE_POLICIES:
-        raise InvalidInput(f"reuse policy must be one of {', '.join(REUSE_POLICIES)}, got {policy!r}")
+    key ``question_key``: active now (not stale, not retracted, not expired), allowed by the reuse
+    policy (``allowed(trust, gated, confidence)``; :func:`livingrag.experience.trust.serves_answer`),
+    and whose answer (by ``answer_key``) people have not marked wrong for that question in its
+    corpus (``rejected_answers``)."""
     if not ids:
         return []
     rows = session.execute(
@@ -980,8 +988,7 @@ def reusable_experiences(
     found: dict[int, ReusableExperience] = {}
     for r in rows:
         trust, gated, wrong = r[6], bool(r[7]), set(r[8] or ())
-        allowed = trust == "verified" or (policy == "gated" and gated and float(r[4]) >= float(min_confidence))
-        if allowed and answer_key(r[2]) not in wrong:
+        if allowed(trust, gated, float(r[4])) and answer_key(r[2]) not in wrong:
             found[int(r[0])] = ReusableExperience(
                 int(r[0]), r[1], r[2], r[3], float(r[4]), tuple(r[5] or ()), trust=trust
             )

@@ -34,8 +34,11 @@ EVENTS: tuple[str, ...] = (
     "stale",
     "expired",
     "deleted",
+    "auto_verified",
+    "demoted",
 )
-"""``experience_events.event``: what can happen to an experience."""
+"""``experience_events.event``: what can happen to an experience (``auto_verified`` and ``demoted``:
+migration 0014)."""
 VERDICTS: tuple[str, ...] = ("right", "wrong")
 
 
@@ -155,8 +158,8 @@ def set_trust(
     session: Session, experience_id: int, trust: str, *, actor: str, reason: str | None, now: datetime
 ) -> None:
     """Set one experience's trust, with who set it, when and why."""
-    if trust not in ("unverified", "verified", "retracted"):
-        raise InvalidInput(f"trust must be unverified, verified or retracted, got {trust!r}")
+    if trust not in ("unverified", "auto_verified", "verified", "retracted"):
+        raise InvalidInput(f"trust must be unverified, auto_verified, verified or retracted, got {trust!r}")
     res = session.execute(
         text("UPDATE experiences SET trust = :tr, trust_actor = :a, trust_at = :now, trust_reason = :r WHERE id = :x"),
         {"x": int(experience_id), "tr": trust, "a": actor, "now": now, "r": reason},
