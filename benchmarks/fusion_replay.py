@@ -31,7 +31,7 @@ from livingrag.corpus import service
 from livingrag.corpus.chunking import document_key
 from livingrag.corpus.ingest import Document
 from livingrag.db.engine import Database
-from livingrag.db.repositories import corpus_graph
+from livingrag.db.repositories import passages as passage_repo
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.evaluation.metrics import mean_or_none, passage_recall_at_k
 from livingrag.experience.fusion import fuse, fusion_weights, newly_active
@@ -63,7 +63,7 @@ ds = load_dataset(args.dataset, args.data_dir, limit=args.limit)
 
 bykey = {document_key(Document(title=d.title, text=d.text)): d.key for d in ds.corpus}
 with db.tenant_session(tid) as ses:
-    kp = {p: bykey.get(k) for p, k in corpus_graph.passage_doc_keys(ses, info.id).items()}
+    kp = {p: bykey.get(k) for p, k in passage_repo.passage_doc_keys(ses, info.id).items()}
 store: list[tuple[np.ndarray, dict[int, float], np.ndarray]] = []  # (emb, map, unit template embedding)
 Map = dict[int, float]
 Keep = Callable[[float, float, float], bool]  # keep(s_ret, cos(a_base, map), template similarity)

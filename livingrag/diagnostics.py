@@ -8,8 +8,10 @@ database that cannot be reached, and nothing runs on settings that do not valida
 
 The checks, in order: ``python``, ``settings``, ``cpu`` and ``runtime`` (the local model's
 llama.cpp build; only for ``llm.provider=local``), ``data_dir``, ``database`` and ``schema``,
-``embedding``, ``ner`` and ``llm`` (one real completion). Doctor never migrates: it reports a schema
-that is behind and the command that migrates it.
+``embedding``, ``ner``, ``verifier`` (which claim verifier the grounding gate uses: ``auto`` says when
+it falls back to the offline one) and ``llm`` (one real completion). Doctor never migrates: it
+reports a schema that is behind and the command that migrates it. The ``settings`` check also names
+``LIVINGRAG_*`` variables that no setting reads (a misspelling fails, with the setting meant).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ CHECK_NAMES: tuple[str, ...] = (
     "schema",
     "embedding",
     "ner",
+    "verifier",
     "llm",
 )
 """Every check, in the order they run."""
@@ -440,6 +443,37 @@ def check_ner(settings: Settings) -> Check:
     return Check("ner", "ok", f"{m.ner_model}: found {', '.join(entities)} (loaded in {loaded:.1f} s)")
 
 
+def check_verifier(settings: Settings) -> Check:
+    """Which claim verifier the grounding gate uses: for ``nli`` and ``auto`` whether the NLI model's
+    files are here (looked at, not loaded); ``auto`` without them falls back to the offline verifier,
+    which is said here once rather than by every ``ask``."""
+    from livingrag.experience.verifiers import nli_model_problem
+
+    g = settings.gates
+    kind = g.verifier
+    if kind == "none":
+        return Check("verifier", "ok", "gates.verifier=none: the grounding gate is off (stored confidence 1)")
+    if kind == "offline":
+        return Check("verifier", "ok", "gates.verifier=offline: the offline verifier (no model of its own)")
+    if kind in ("llm", "judge"):
+        return Check("verifier", "ok", f"gates.verifier={kind}: claims are checked by the LLM (see llm)")
+    problem = nli_model_problem(g.nli_model)
+    if problem is None:
+        return Check("verifier", "ok", f"gates.verifier={kind}: the NLI model {g.nli_model} (its files are here)")
+    fix = (
+        "put the NLI model in the Hugging Face cache or set LIVINGRAG_GATES__NLI_MODEL to a local folder; "
+        "LIVINGRAG_GATES__VERIFIER=offline (or auto) works without it"
+    )
+    if kind == "nli":
+        return Check("verifier", "fail", problem, fix)
+    return Check(
+        "verifier",
+        "ok",
+        f"gates.verifier=auto: the offline verifier, since the {problem} (for NLI: set LIVINGRAG_GATES__NLI_MODEL "
+        "to a local folder, or LIVINGRAG_GATES__VERIFIER=offline to say so)",
+    )
+
+
 def check_llm(settings: Settings) -> Check:
     """The configured LLM answers one short request (the local model: a real child process)."""
     from livingrag.errors import LLMError
@@ -512,7 +546,7 @@ def run_checks(
     ``only``/``skip`` select checks by name (a ValueError names an unknown one); ``deep`` also
     disassembles the runtime; ``on_start(name)`` is called before each check runs.
     """
-    from livingrag.config import get_settings
+    from livingrag.config import describe_unknown_env, get_settings, unknown_env_vars
 
     selected = _selected(only, skip)
     start = on_start or (lambda _name: None)
@@ -543,7 +577,14 @@ def run_checks(
                 "values",
             )
         source = " and .env" if Path(".env").is_file() else ""
-        return Check("settings", "ok", f"valid (environment{source}); llm.provider={settings.llm.provider}")
+        detail = f"valid (environment{source}); llm.provider={settings.llm.provider}"
+        unknown = unknown_env_vars()
+        if any(guess for _, guess in unknown):
+            fixes = ", ".join(f"rename {var} to {guess}" for var, guess in unknown if guess)
+            return Check("settings", "fail", f"{detail}; {describe_unknown_env(unknown)}", f"{fixes} (or unset it)")
+        if unknown:
+            detail += f"; {describe_unknown_env(unknown)}"
+        return Check("settings", "ok", detail)
 
     settings_check = run("settings", load)
     if "settings" in selected:
@@ -590,6 +631,8 @@ def run_checks(
         yield run("embedding", lambda: check_embedding(s))
     if "ner" in selected:
         yield run("ner", lambda: check_ner(s))
+    if "verifier" in selected:
+        yield run("verifier", lambda: check_verifier(s))
     if "llm" in selected:
         yield run("llm", lambda: check_llm(s))
 

@@ -1,8 +1,8 @@
 """The corpus graph's rows (a pure module: numpy only): merging new items into an ordered sequence
 without sorting it again, and finding the rows of ids. The rows are kept in content order; a load
 after passages were added merges the new rows into the rows it holds
-(:func:`livingrag.db.repositories.corpus_graph.load_graph_tables_appended`), and the graph is built
-by looking its edges' ids up (:func:`livingrag.corpus.matrices.graph_from_tables`).
+(:func:`livingrag.db.repositories.graph_tables.load_graph_tables_appended`), and the graph is built
+by looking its edges' ids up (:func:`livingrag.corpus.graph_loader.graph_from_tables`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "install: creating $VENV with $PY"
   "$PY" -m venv "$VENV"
 fi
-# The web console's browser tests (tests/test_ui_browser.py) drive Debian's chromium through
+# The web console's browser tests (tests/api/test_ui_browser.py) drive Debian's chromium through
 # playwright (a dev dependency); playwright never downloads a browser of its own.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 VENV="${LIVINGRAG_VENV:-.venv}"
 # As root with apt-get, install.sh has installed chromium for the browser tests
-# (tests/test_ui_browser.py): a missing browser there is a failure, not a skip.
+# (tests/api/test_ui_browser.py): a missing browser there is a failure, not a skip.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   export LIVINGRAG_REQUIRE_BROWSER="${LIVINGRAG_REQUIRE_BROWSER:-1}"
 fi
@@ -15,7 +15,7 @@ fi
 "$VENV/bin/ruff" format --check livingrag tests scripts
 # The package layers ([tool.importlinter] in pyproject.toml): an upward import fails here.
 "$VENV/bin/lint-imports" --no-cache --no-logo
-"$VENV/bin/mypy"  # reads [tool.mypy] in pyproject.toml
+"$VENV/bin/mypy"  # reads [tool.mypy] in pyproject.toml: livingrag/ and tests/
 # benchmarks/ keeps only maintained scripts: linted, formatted and type-checked like the package.
 "$VENV/bin/ruff" check benchmarks
 "$VENV/bin/ruff" format --check benchmarks

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livingrag.config import Settings, get_settings
 from livingrag.testing.server import ADMIN_KEY, Server, free_port, running_server, server_env
 from tests.conftest import db_settings_for
 from tests.corpus_support import CORPUS
+
+if TYPE_CHECKING:
+    from livingrag.api.deps import Services
 
 ROOT = Path(__file__).resolve().parents[1]
 __all__ = [  # the subprocess server lives in livingrag.testing.server (the load benchmark starts it too)
@@ -21,6 +24,7 @@ __all__ = [  # the subprocess server lives in livingrag.testing.server (the load
     "Server",
     "api_settings",
     "app_client",
+    "app_services",
     "auth",
     "flush",
     "free_port",
@@ -59,7 +63,7 @@ def app_client(db: Any, settings: Settings, *, store: Any = None) -> Iterator[An
     from fastapi.testclient import TestClient
 
     from livingrag.api import create_app
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
     rag = LivingRAG(settings, db=db, store=store)
     try:
@@ -71,4 +75,10 @@ def app_client(db: Any, settings: Settings, *, store: Any = None) -> Iterator[An
 
 def flush(client: Any) -> None:
     """Wait for the app's queued write-backs."""
-    assert client.app.state.services.rag.flush(60)
+    assert app_services(client).rag.flush(60)
+
+
+def app_services(client: Any) -> Services:
+    """The in-process app's services (``client.app``, typed by Starlette as a bare ASGI app)."""
+    svc: Services = client.app.state.services
+    return svc

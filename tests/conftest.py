@@ -13,6 +13,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -59,7 +60,7 @@ def make_database_url(pg_server_url: str) -> Iterator[Callable[[], str]]:
     admin.dispose()
 
 
-def db_settings_for(url: str, **kw: object) -> DBSettings:
+def db_settings_for(url: str, **kw: Any) -> DBSettings:
     return DBSettings(url=SecretStr(url), data_dir=Path(tempfile.gettempdir()) / "livingrag-unused", **kw)
 
 

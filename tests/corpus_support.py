@@ -13,9 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from livingrag.corpus.indexer import CorpusIndexer
+from livingrag.corpus.ingest import Document
 from livingrag.corpus.ner import Extraction, Mention, split_sentences
 from livingrag.corpus.normalize import normalize_entity
+from livingrag.db.engine import Database
+from livingrag.db.repositories import corpora
+from livingrag.db.repositories import passages as passage_repo
 from livingrag.testing.corpus import CORPUS  # the fictional corpus (the load benchmark seeds it too)
+from livingrag.types import CorpusInfo
 
 QUESTIONS: list[tuple[str, list[str]]] = [
     ("Where was the director of Silver Harbor born?", ["Silver Harbor", "Marta Quell"]),
@@ -62,6 +68,7 @@ class HashEmbedder:
 
     dim = 16
     name = "hash16"
+    backend = "hash"
 
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -99,3 +106,26 @@ def tenant_with_small_corpus(db: Any, prefix: str) -> tuple[int, str]:
     docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
     service.indexer(db, tenant_id, corpus, settings).index_documents(docs)
     return tenant_id, name
+
+
+def graph_corpus(db: Database, tenant: int, name: str = "c") -> CorpusInfo:
+    """A new corpus ``name`` of ``tenant`` for the stand-in models (16-d hash embeddings, rules)."""
+    with db.tenant_session(tenant) as s:
+        return corpora.create_corpus(s, tenant, name, embedding_model="hash16", embedding_dim=16, ner_model="rules")
+
+
+def rule_indexer(db: Database, tenant: int, corpus: CorpusInfo, **kw: Any) -> CorpusIndexer:
+    """An indexer of ``corpus`` with the stand-in models (``kw``: more of its options)."""
+    kw.setdefault("extractor", RuleExtractor())
+    return CorpusIndexer(db, tenant, corpus, embedder=HashEmbedder(), **kw)
+
+
+def corpus_documents(records: list[dict[str, str]] = CORPUS) -> list[Document]:
+    """``records`` (default: :data:`CORPUS`) as documents to index."""
+    return [Document(r["title"], r["text"], source=f"test {i}") for i, r in enumerate(records)]
+
+
+def graph_counts(db: Database, tenant: int, corpus_id: int) -> dict[str, int]:
+    """The corpus's row counts per graph table."""
+    with db.tenant_session(tenant) as s:
+        return passage_repo.corpus_counts(s, corpus_id)

@@ -23,7 +23,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build = tmp_path_factory.mktemp("build")  # a copy of the sources: the build writes egg-info and build/
     for rel in ("pyproject.toml", "README.md", "livingrag"):
         src = ROOT / rel
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, build / rel)  # type: ignore[operator]
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, build / rel)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(build)],
         check=True,

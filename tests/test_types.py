@@ -34,8 +34,14 @@ def _mypy() -> dict[str, Any]:
     return config
 
 
+def _is_tests(module: str) -> bool:
+    return module == "tests" or module.startswith("tests.")
+
+
 def _strict_overrides() -> list[dict[str, Any]]:
-    return [o for o in _mypy().get("overrides", []) if STRICT_FLAGS & set(o)]
+    """The package's overrides with flags of --strict (the tests' own override is checked below)."""
+    overrides = _mypy().get("overrides", [])
+    return [o for o in overrides if STRICT_FLAGS & set(o) and not all(_is_tests(m) for m in o["module"])]
 
 
 def test_the_strict_override_lists_exactly_the_pure_modules() -> None:
@@ -44,6 +50,14 @@ def test_the_strict_override_lists_exactly_the_pure_modules() -> None:
     assert {m.removesuffix(".*") for m in strict["module"]} == PURE
     assert all(m.removesuffix(".*") in PURE for m in strict["module"] if m.endswith(".*"))
     assert all(strict[f] is True for f in STRICT_FLAGS), sorted(f for f in STRICT_FLAGS if strict.get(f) is not True)
+
+
+def test_the_tests_are_checked_with_complete_signatures() -> None:
+    config = _mypy()
+    assert "tests" in config["files"]
+    (override,) = [o for o in config.get("overrides", []) if any(_is_tests(m) for m in o["module"])]
+    assert set(override["module"]) == {"tests", "tests.*"}
+    assert override["disallow_untyped_defs"] is True and override["disallow_incomplete_defs"] is True
 
 
 def test_strict_is_never_set_in_an_override() -> None:

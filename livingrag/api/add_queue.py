@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from livingrag.corpus.graph import CorpusIndexer, IndexReport
+from livingrag.corpus.indexer import CorpusIndexer, IndexReport
 from livingrag.corpus.ingest import Document
 
 log = logging.getLogger(__name__)

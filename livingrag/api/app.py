@@ -47,7 +47,7 @@ from livingrag.retrieval.retriever import shared_graph_cache
 if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.db.engine import Database
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from livingrag.db.setup import open_database
         from livingrag.experience.feedback import TrustService
-        from livingrag.pipeline.core import LivingRAG
+        from livingrag.pipeline.answer_pipeline import LivingRAG
 
         table = SharedLimitTable.attach(shared_limits) if shared_limits is not None else None
         own_db = db is None

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.db.engine import Database
     from livingrag.experience.feedback import TrustService
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
 
 @dataclass

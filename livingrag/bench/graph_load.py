@@ -1,15 +1,15 @@
 """``livingrag bench graph-load``: what loading a corpus's graph costs a process, per kind of load.
 
-A process that serves a corpus keeps its graph in memory (:class:`~livingrag.corpus.matrices.GraphCache`)
+A process that serves a corpus keeps its graph in memory (:class:`~livingrag.corpus.graph_loader.GraphCache`)
 and loads it again when the corpus version moves: after every passage add, update or deletion,
 every worker pays that load. Three kinds of load, each timed ``rounds`` times (medians):
 
 - **full**: every row of the corpus (a process's first load);
 - **rewrite**: after an update or a deletion, every id and edge again, texts and vectors only of
-  the rows it lacks (:func:`~livingrag.db.repositories.corpus_graph.load_graph_tables_since`),
+  the rows it lacks (:func:`~livingrag.db.repositories.graph_tables.load_graph_tables_since`),
   timed with nothing changed, which is its fixed cost;
 - **appended**: after passages were only added, the added rows alone
-  (:func:`~livingrag.db.repositories.corpus_graph.load_graph_tables_appended`).
+  (:func:`~livingrag.db.repositories.graph_tables.load_graph_tables_appended`).
 
 The appended load is measured without writing anything: in one transaction that is rolled back,
 the corpus's ``added`` newest passages are deleted under a savepoint (with the entities only they
@@ -33,9 +33,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from livingrag.corpus.matrices import graph_from_tables
+from livingrag.corpus.graph_loader import graph_from_tables
 from livingrag.db.engine import Database
-from livingrag.db.repositories import corpus_graph as repo
+from livingrag.db.repositories import graph_tables as tables_repo
+from livingrag.db.repositories import graph_writer as graph_repo
+from livingrag.db.repositories import passages as passage_repo
 from livingrag.errors import InvalidInput
 from livingrag.types import CorpusInfo
 
@@ -95,19 +97,19 @@ def run_graph_load_bench(
     if any(k < 1 for k in added):
         raise InvalidInput(f"--added takes passage counts of at least 1, got {sorted(added)}")
     with db.tenant_session(tenant_id) as s:
-        held = repo.count_passages(s, corpus.id)
+        held = passage_repo.count_passages(s, corpus.id)
     if added and max(added) > held:
         raise InvalidInput(f"--added {max(added)}: corpus {corpus.name!r} holds only {held} passages")
     say = progress or (lambda _msg: None)
     dim = corpus.embedding_dim
     reads, builds, since_reads = [], [], []
-    tables: repo.GraphTables | None = None
+    tables: tables_repo.GraphTables | None = None
     for r in range(rounds):
         say(f"full load {r + 1}/{rounds}")
         t0 = time.perf_counter()
         with db.tenant_session(tenant_id) as s:
             _snapshot(s)
-            tables = repo.load_graph_tables(s, corpus.id, dim)
+            tables = tables_repo.load_graph_tables(s, corpus.id, dim)
         t1 = time.perf_counter()
         graph = graph_from_tables(corpus.id, tables)
         builds.append(time.perf_counter() - t1)
@@ -118,7 +120,7 @@ def run_graph_load_bench(
         t0 = time.perf_counter()
         with db.tenant_session(tenant_id) as s:
             _snapshot(s)
-            repo.load_graph_tables_since(s, corpus.id, dim, tables)
+            tables_repo.load_graph_tables_since(s, corpus.id, dim, tables)
         since_reads.append(time.perf_counter() - t0)
     report = GraphLoadReport(
         corpus=corpus.name,
@@ -157,10 +159,10 @@ def _appended(db: Database, tenant_id: int, corpus: CorpusInfo, k: int, rounds: 
         s.execute(text("UPDATE corpora SET rewrite_version = version - 1 WHERE id = :c"), c)
         # as the application changes passages: under the corpus's evidence lock, so the staleness
         # trigger (migration 0012) leaves the versions set above as they are
-        repo.lock_evidence(s, corpus.id)
+        graph_repo.lock_evidence(s, corpus.id)
         savepoint = s.begin_nested()
-        mentioned = repo.passage_entity_ids(s, newest)
-        repo.delete_passages(s, corpus.id, newest)
+        mentioned = graph_repo.passage_entity_ids(s, newest)
+        graph_repo.delete_passages(s, corpus.id, newest)
         kept_high = s.execute(
             text(
                 "SELECT coalesce(max(e.id), 0) FROM entities e WHERE e.corpus_id = :c"
@@ -168,14 +170,14 @@ def _appended(db: Database, tenant_id: int, corpus: CorpusInfo, k: int, rounds: 
             ),
             c,
         ).scalar_one()
-        repo.remove_orphan_entities(s, corpus.id, [e for e in mentioned if e > kept_high])
+        graph_repo.remove_orphan_entities(s, corpus.id, [e for e in mentioned if e > kept_high])
         s.execute(text("UPDATE corpora SET version = version - 1 WHERE id = :c"), c)
-        before = repo.load_graph_tables(s, corpus.id, dim)
+        before = tables_repo.load_graph_tables(s, corpus.id, dim)
         savepoint.rollback()
-        got: repo.GraphTables | None = None
+        got: tables_repo.GraphTables | None = None
         for _ in range(rounds):
             t0 = time.perf_counter()
-            got = repo.load_graph_tables_appended(s, tenant_id, corpus.id, dim, before)
+            got = tables_repo.load_graph_tables_appended(s, tenant_id, corpus.id, dim, before)
             t1 = time.perf_counter()
             if got is None:
                 raise RuntimeError("the appended load declined a corpus one append newer than the tables it holds")
@@ -183,7 +185,7 @@ def _appended(db: Database, tenant_id: int, corpus: CorpusInfo, k: int, rounds: 
             builds.append(time.perf_counter() - t1)
             reads.append(t1 - t0)
         assert got is not None
-        full = repo.load_graph_tables(s, corpus.id, dim)
+        full = tables_repo.load_graph_tables(s, corpus.id, dim)
         s.rollback()
     same = (
         got.passage_ids.tolist() == full.passage_ids.tolist()

@@ -6,7 +6,7 @@ imports) on an embedded PostgreSQL in a data directory (a fresh temporary one, r
 or one given, e.g. a copy of a kept data directory), then:
 
 - without a corpus given: a new tenant and a corpus of the ten passages of
-  :mod:`livingrag.testing.corpus` (what ``tests/test_api_load.py`` loads), made through the API;
+  :mod:`livingrag.testing.corpus` (what ``tests/api/test_api_load.py`` loads), made through the API;
 - with ``tenant_id`` and ``corpus_id``: a new key of that tenant, and that corpus as it is;
 
 and runs :func:`livingrag.bench.http_load.run_load` (closed-loop clients, every ``add_every``-th

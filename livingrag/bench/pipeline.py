@@ -2,7 +2,7 @@
 
 The dataset's corpus is indexed into tenant ``bench`` if needed (as ``livingrag bench retrieval``
 does); the corpus's experiences and logs are cleared (unless ``keep_store``); then the questions
-run one after another through :class:`~livingrag.pipeline.core.LivingRAG` in ``living`` mode,
+run one after another through :class:`~livingrag.pipeline.answer_pipeline.LivingRAG` in ``living`` mode,
 each write-back awaited before the next question, so that matching sees the store grow as it
 would under a stream of traffic.
 
@@ -20,6 +20,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from livingrag.bench.retrieval import BenchDataset, bench_settings, ensure_bench_corpus, peak_rss_mb
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
+    from livingrag.pipeline.answer_pipeline import Answer
+    from livingrag.types import CorpusInfo
 
 STAGES = ("overhead", "total", "llm", "encode", "match", "retrieve", "prompt", "log")
 ENCODE_STAGES = ("embed", "ner", "mention_embed", "link")
@@ -58,7 +61,7 @@ def run_pipeline_bench(
 
     from livingrag.corpus.progress import NullProgress
     from livingrag.db.repositories import experiences as experience_repo
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
     progress = progress or NullProgress()
     say = log or (lambda _msg: None)
@@ -86,13 +89,7 @@ def run_pipeline_bench(
             for table in ("writeback_log", "query_log", "experiences"):
                 s.execute(text(f"DELETE FROM {table} WHERE corpus_id = :c"), {"c": corpus.id})
 
-    lat: dict[str, list[float]] = {k: [] for k in STAGES}
-    match_lat: dict[str, list[float]] = {k: [] for k in MATCH_STAGES}
-    encode_lat: dict[str, list[float]] = {k: [] for k in ENCODE_STAGES}
-    writeback_ms: list[float] = []
-    cpu_ms: list[float] = []
-    decisions: Counter[str] = Counter()
-    fused = scaffolded = candidates = 0
+    tally = _Tally()
     rag = LivingRAG(settings, db=db)
     try:
         say("loading models and the verifier (not timed)...")
@@ -107,23 +104,7 @@ def run_pipeline_bench(
             for q in questions:
                 c0 = time.process_time()
                 a = rag.answer(q.question, tenant=tenant_id, corpus=corpus.id, mode="living")
-                cpu_ms.append((time.process_time() - c0) * 1000)
-                for k in STAGES:
-                    lat[k].append(float(a.latency_ms.get(k, 0.0)))
-                for k in ENCODE_STAGES:
-                    encode_lat[k].append(float(a.retrieval.encoding.timings.get(k, 0.0)))
-                for k in MATCH_STAGES:
-                    match_lat[k].append(float(a.match.timings.get(f"{k}_ms", 0.0)) if a.match else 0.0)
-                fused += bool(a.fused)
-                scaffolded += a.scaffold is not None
-                candidates += bool(a.match and a.match.candidates)
-                t = time.perf_counter()
-                if a.writeback is not None:
-                    try:
-                        decisions[a.writeback.result(timeout=writeback_timeout_s).decision] += 1
-                    except Exception as exc:  # a dropped or failed write-back is counted, not fatal
-                        decisions[f"failed: {type(exc).__name__}"] += 1
-                writeback_ms.append((time.perf_counter() - t) * 1000)
+                tally.add(a, (time.process_time() - c0) * 1000, writeback_timeout_s)
                 progress.advance(task, 1)
         wall_s = time.perf_counter() - wall
     finally:
@@ -141,44 +122,92 @@ def run_pipeline_bench(
         "mode": "living",
         "llm": llm,
     }
-    for k in STAGES:
-        out[f"{k}_ms_p50"] = percentile(lat[k], 50)
-        out[f"{k}_ms_p95"] = percentile(lat[k], 95)
-    for k in ENCODE_STAGES:
-        out[f"encode_{k}_ms_p50"] = percentile(encode_lat[k], 50)
-        out[f"encode_{k}_ms_p95"] = percentile(encode_lat[k], 95)
-    for k in MATCH_STAGES:
-        out[f"match_{k}_ms_p50"] = percentile(match_lat[k], 50)
-        out[f"match_{k}_ms_p95"] = percentile(match_lat[k], 95)
-    # CPU time of this process (all threads) per answer: what the wall time would be without other
-    # processes competing for the cores; it includes the loopback server's and client's share of
-    # the LLM call (a few ms) and excludes PostgreSQL's own CPU
-    out["cpu_ms_p50"] = percentile(cpu_ms, 50)
-    out["cpu_ms_p95"] = percentile(cpu_ms, 95)
-    out["overhead_ms_mean"] = round(sum(lat["overhead"]) / n, 3) if n else 0.0
-    out["writeback_wait_ms_p50"] = percentile(writeback_ms, 50)
-    out["writeback_wait_ms_p95"] = percentile(writeback_ms, 95)
-    out["target_overhead_p50_ms"] = TARGET_OVERHEAD_P50_MS
-    out["target_met"] = bool(n) and out["overhead_ms_p50"] <= TARGET_OVERHEAD_P50_MS
-    out["questions_with_match_candidates"] = candidates
-    out["questions_fused"] = fused
-    out["questions_scaffolded"] = scaffolded
-    out["writeback_decisions"] = dict(sorted(decisions.items()))
+    out |= tally.figures(n)
     out["experiences_stored"] = int(stored or 0)
     out["wall_seconds"] = round(wall_s, 2)
     out["warmup_seconds"] = round(warmup_s, 2)
     out["peak_rss_mb"] = peak_rss_mb()
     out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     out["cpu_count"] = os.cpu_count()
+    out["settings"] = _settings_report(settings, corpus, verifier.name, llm)
+    return out
+
+
+@dataclass
+class _Tally:
+    """What the timed answers measured, answer by answer."""
+
+    lat: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in STAGES})
+    match_lat: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in MATCH_STAGES})
+    encode_lat: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in ENCODE_STAGES})
+    writeback_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+    decisions: Counter[str] = field(default_factory=Counter)
+    fused: int = 0
+    scaffolded: int = 0
+    candidates: int = 0
+
+    def add(self, a: Answer, cpu_ms: float, writeback_timeout_s: float) -> None:
+        """One answer's stage times and experience use; then its write-back awaited (and timed)."""
+        self.cpu_ms.append(cpu_ms)
+        for k in STAGES:
+            self.lat[k].append(float(a.latency_ms.get(k, 0.0)))
+        for k in ENCODE_STAGES:
+            self.encode_lat[k].append(float(a.retrieval.encoding.timings.get(k, 0.0)))
+        for k in MATCH_STAGES:
+            self.match_lat[k].append(float(a.match.timings.get(f"{k}_ms", 0.0)) if a.match else 0.0)
+        self.fused += bool(a.fused)
+        self.scaffolded += a.scaffold is not None
+        self.candidates += bool(a.match and a.match.candidates)
+        t = time.perf_counter()
+        if a.writeback is not None:
+            try:
+                self.decisions[a.writeback.result(timeout=writeback_timeout_s).decision] += 1
+            except Exception as exc:  # a dropped or failed write-back is counted, not fatal
+                self.decisions[f"failed: {type(exc).__name__}"] += 1
+        self.writeback_ms.append((time.perf_counter() - t) * 1000)
+
+    def figures(self, n: int) -> dict[str, Any]:
+        """The percentiles of every stage, the CPU per answer, the write-back wait, the target and the
+        experience use over ``n`` answers."""
+        out: dict[str, Any] = {}
+        for k in STAGES:
+            out[f"{k}_ms_p50"] = percentile(self.lat[k], 50)
+            out[f"{k}_ms_p95"] = percentile(self.lat[k], 95)
+        for k in ENCODE_STAGES:
+            out[f"encode_{k}_ms_p50"] = percentile(self.encode_lat[k], 50)
+            out[f"encode_{k}_ms_p95"] = percentile(self.encode_lat[k], 95)
+        for k in MATCH_STAGES:
+            out[f"match_{k}_ms_p50"] = percentile(self.match_lat[k], 50)
+            out[f"match_{k}_ms_p95"] = percentile(self.match_lat[k], 95)
+        # CPU time of this process (all threads) per answer: what the wall time would be without other
+        # processes competing for the cores; it includes the loopback server's and client's share of
+        # the LLM call (a few ms) and excludes PostgreSQL's own CPU
+        out["cpu_ms_p50"] = percentile(self.cpu_ms, 50)
+        out["cpu_ms_p95"] = percentile(self.cpu_ms, 95)
+        out["overhead_ms_mean"] = round(sum(self.lat["overhead"]) / n, 3) if n else 0.0
+        out["writeback_wait_ms_p50"] = percentile(self.writeback_ms, 50)
+        out["writeback_wait_ms_p95"] = percentile(self.writeback_ms, 95)
+        out["target_overhead_p50_ms"] = TARGET_OVERHEAD_P50_MS
+        out["target_met"] = bool(n) and out["overhead_ms_p50"] <= TARGET_OVERHEAD_P50_MS
+        out["questions_with_match_candidates"] = self.candidates
+        out["questions_fused"] = self.fused
+        out["questions_scaffolded"] = self.scaffolded
+        out["writeback_decisions"] = dict(sorted(self.decisions.items()))
+        return out
+
+
+def _settings_report(settings: Settings, corpus: CorpusInfo, verifier: str, llm: str) -> dict[str, Any]:
+    """The settings a run answered with (``verifier``: the resolved grounding verifier's name)."""
     r = settings.retrieval
-    out["settings"] = {
+    return {
         "retrieval_preset": r.preset,
         "retrieval_top_k": r.top_k,
         "question_ner": r.question_ner,
         "embedding_model": corpus.embedding_model,
         "ner_model": corpus.ner_model,
         "experience": settings.experience.model_dump(mode="json"),
-        "gates": settings.gates.model_dump(mode="json") | {"verifier_resolved": verifier.name},
+        "gates": settings.gates.model_dump(mode="json") | {"verifier_resolved": verifier},
         "llm": {
             "provider": settings.llm.provider,
             "model": settings.llm.model,
@@ -189,7 +218,6 @@ def run_pipeline_bench(
         "writeback_threads": 1,
         "db": "external" if settings.db.url is not None else f"embedded ({settings.db.data_dir})",
     }
-    return out
 
 
 def format_report(out: dict[str, Any]) -> str:

@@ -37,7 +37,7 @@ from livingrag.io.documents import Document
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
-    from livingrag.corpus.graph import IndexReport
+    from livingrag.corpus.indexer import IndexReport
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
     from livingrag.types import CorpusInfo
@@ -172,7 +172,7 @@ def run_retrieval_bench(
     """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
-    from livingrag.db.repositories import corpus_graph
+    from livingrag.db.repositories import passages as passage_repo
 
     progress = progress or NullProgress()
     tenant_id, corpus, report, first_index = ensure_bench_corpus(
@@ -185,7 +185,7 @@ def run_retrieval_bench(
     graph = retriever.graph()
     graph_load_s = time.perf_counter() - t
     with db.tenant_session(tenant_id) as s:
-        doc_of = corpus_graph.passage_doc_keys(s, corpus.id)
+        doc_of = passage_repo.passage_doc_keys(s, corpus.id)
     questions = dataset.questions[:limit] if limit else dataset.questions
     for q in questions[:3]:  # warm-up: first calls pay for lazy initialisation
         retriever.retrieve(retriever.encode(q.question))
@@ -244,32 +244,52 @@ def run_retrieval_bench(
     out["query_embedding"] = getattr(retriever.embedder, "backend", "?")
     out.update(query_cosine)
     out[f"ppr_exact_top{kmax}_agreement"] = round(exact_same / max(len(questions), 1), 4)
+    out.update(_latency_figures(lat, cpu))
+    out.update(_index_figures(report, first_index))
+    out["graph_load_seconds"] = round(graph_load_s, 2)
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["shuffle_seed"] = shuffle_seed
+    out["settings"] = {
+        "retrieval": replace(retriever.params).as_dict() | {"preset": settings.retrieval.preset},
+        "embedding_model": corpus.embedding_model,
+        "ner_model": corpus.ner_model,
+        "extractor": corpus.extractor,
+        "corpus": corpus.settings,
+    }
+    return out
+
+
+def _latency_figures(lat: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, Any]:
+    """Percentiles of the retrieval's stages (``lat``, wall ms) and of its CPU time (``cpu``)."""
     cpu_graph = [a + b + c for a, b, c in zip(cpu["rank"], lat["link"], lat["dense"], strict=True)]
-    out.update(
-        {
-            "graph_ms_p50": percentile(lat["graph"], 50),
-            "graph_ms_p95": percentile(lat["graph"], 95),
-            "retrieval_ms_p50": percentile(lat["retrieval"], 50),
-            "retrieval_ms_p95": percentile(lat["retrieval"], 95),
-            "encode_ms_p50": percentile(lat["encode"], 50),
-            "encode_ms_p95": percentile(lat["encode"], 95),
-            "ner_ms_p50": percentile(lat["ner"], 50),
-            "embed_ms_p50": percentile(lat["embed"], 50),
-            "mention_embed_ms_p50": percentile(lat["mention_embed"], 50),
-            "dense_ms_p50": percentile(lat["dense"], 50),
-            "link_ms_p50": percentile(lat["link"], 50),
-            "propagation_ms_p50": percentile(lat["propagation"], 50),
-            "passage_scoring_ms_p50": percentile(lat["passage_scoring"], 50),
-            "ppr_ms_p50": percentile(lat["ppr"], 50),
-            # CPU time (this process, all threads) per question: what the wall times would be
-            # without other processes competing for the cores, for the parts that run serially
-            "cpu_retrieval_ms_p50": percentile(cpu["retrieval"], 50),
-            "cpu_encode_ms_p50": percentile(cpu["encode"], 50),
-            "cpu_graph_ms_p50": percentile(cpu_graph, 50),
-            "cpu_graph_ms_p95": percentile(cpu_graph, 95),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-        }
-    )
+    return {
+        "graph_ms_p50": percentile(lat["graph"], 50),
+        "graph_ms_p95": percentile(lat["graph"], 95),
+        "retrieval_ms_p50": percentile(lat["retrieval"], 50),
+        "retrieval_ms_p95": percentile(lat["retrieval"], 95),
+        "encode_ms_p50": percentile(lat["encode"], 50),
+        "encode_ms_p95": percentile(lat["encode"], 95),
+        "ner_ms_p50": percentile(lat["ner"], 50),
+        "embed_ms_p50": percentile(lat["embed"], 50),
+        "mention_embed_ms_p50": percentile(lat["mention_embed"], 50),
+        "dense_ms_p50": percentile(lat["dense"], 50),
+        "link_ms_p50": percentile(lat["link"], 50),
+        "propagation_ms_p50": percentile(lat["propagation"], 50),
+        "passage_scoring_ms_p50": percentile(lat["passage_scoring"], 50),
+        "ppr_ms_p50": percentile(lat["ppr"], 50),
+        # CPU time (this process, all threads) per question: what the wall times would be
+        # without other processes competing for the cores, for the parts that run serially
+        "cpu_retrieval_ms_p50": percentile(cpu["retrieval"], 50),
+        "cpu_encode_ms_p50": percentile(cpu["encode"], 50),
+        "cpu_graph_ms_p50": percentile(cpu_graph, 50),
+        "cpu_graph_ms_p95": percentile(cpu_graph, 95),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _index_figures(report: IndexReport, first_index: dict[str, Any] | None) -> dict[str, Any]:
+    """The indexing's time split: this run's, and the first indexing's when this run indexed nothing."""
+    out: dict[str, Any] = {}
     out["index_seconds"] = round(report.phases.get("total", 0.0), 2)
     out["index_phases"] = {k: round(v, 2) for k, v in report.phases.items()}
     out["index_cpu_seconds"] = {k: round(v, 2) for k, v in report.cpu.items()}
@@ -282,16 +302,6 @@ def run_retrieval_bench(
     first = report.as_dict() if report.indexed else first_index
     if first:
         out.update(indexing_floor(first))
-    out["graph_load_seconds"] = round(graph_load_s, 2)
-    out["peak_rss_mb"] = peak_rss_mb()
-    out["shuffle_seed"] = shuffle_seed
-    out["settings"] = {
-        "retrieval": replace(retriever.params).as_dict() | {"preset": settings.retrieval.preset},
-        "embedding_model": corpus.embedding_model,
-        "ner_model": corpus.ner_model,
-        "extractor": corpus.extractor,
-        "corpus": corpus.settings,
-    }
     return out
 
 
@@ -340,7 +350,7 @@ def _query_cosine(settings: Settings, model: str, encoder: Any, texts: list[str]
 def _same_as_exact(graph: Any, res: Any, exact: Any, k: int) -> bool:
     """Whether ``res``'s top ``k`` is the one PPR solved to :data:`EXACT_PPR_TOL` gives from the
     same start (what the tolerance in use can change)."""
-    from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.ranking import rank_passages
     from livingrag.retrieval.retriever import entity_rows
 
     if res.dense_fallback:

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from livingrag.config import Settings
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
-    from livingrag.evaluation.datasets import Dataset
+    from livingrag.evaluation.datasets import Dataset, Question
     from livingrag.retrieval.retriever import Retriever
     from livingrag.types import QueryEncoding
 
@@ -178,14 +178,14 @@ def ensure_corpus(
     from livingrag.bench.retrieval import BenchDataset, ensure_bench_corpus, stream_corpus_name
     from livingrag.corpus.chunking import document_key
     from livingrag.corpus.ingest import Document
-    from livingrag.db.repositories import corpus_graph
+    from livingrag.db.repositories import passages as passage_repo
 
     docs = [Document(title=d.title, text=d.text) for d in dataset.corpus]
     bench = BenchDataset(dataset.name, docs, [], corpus=stream_corpus_name(dataset))
     tenant_id, corpus, _, _ = ensure_bench_corpus(db, settings, bench, tenant=tenant, progress=progress)
     by_doc = {document_key(Document(title=d.title, text=d.text)): d.key for d in dataset.corpus}
     with db.tenant_session(tenant_id) as s:
-        doc_keys = corpus_graph.passage_doc_keys(s, corpus.id)
+        doc_keys = passage_repo.passage_doc_keys(s, corpus.id)
     return tenant_id, corpus, {pid: by_doc[dk] for pid, dk in doc_keys.items() if dk in by_doc}
 
 
@@ -197,10 +197,10 @@ def rank_with_prior(
     gamma: float,
     k: int,
 ) -> list[int]:
-    """Passage ids ranked as :func:`livingrag.retrieval.core.rank_passages` ranks them from ``start``,
+    """Passage ids ranked as :func:`livingrag.retrieval.ranking.rank_passages` ranks them from ``start``,
     with ``gamma * max(reset) * m(p)`` added to each passage's PPR reset (``prior`` = {passage id:
     m(p)}); with no usable seed the prior is added to the length-normalised dense scores."""
-    from livingrag.retrieval.core import rank_passages
+    from livingrag.retrieval.ranking import rank_passages
     from livingrag.retrieval.scoring import dense_scores
 
     g = retriever.graph()
@@ -250,11 +250,6 @@ def run_reuse_bench(
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
     from livingrag.evaluation.datasets import stream_orders
-    from livingrag.experience.fusion import fuse, newly_active
-    from livingrag.experience.matching import retrieval_scores
-    from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
-    from livingrag.experience.sparsify import sparsify
-    from livingrag.experience.template import mask
 
     progress = progress or NullProgress()
     say = log or (lambda _msg: None)
@@ -267,44 +262,13 @@ def run_reuse_bench(
     settings.retrieval.preset = preset_name  # type: ignore[assignment]  # a str; pydantic validates it (validate_assignment)
     e = settings.experience
     variants = list(variants) if variants is not None else default_variants(e.fusion_floor, gammas)
-    findings_k = e.findings_k or 2
-    findings_floors = sorted({*FINDINGS_FLOORS, e.findings_floor})
 
     say(f"indexing {len(ds.corpus)} documents (once; re-runs skip them)")
     t0 = time.perf_counter()
     tenant_id, corpus, key_of = ensure_corpus(db, settings, ds, tenant=tenant, progress=progress)
     index_s = time.perf_counter() - t0
     retriever = service.retriever(db, tenant_id, corpus, settings)
-    kmax = max(max(KS), PASSAGES_KEPT)
-    delta = retriever.params.delta
-
-    def keys(ids: Sequence[int]) -> list[str | None]:
-        return [key_of.get(p) for p in ids]
-
-    # ---- order-independent work: encodings, template embeddings, base retrieval, base maps
-    prepared: list[_Prepared] = []
-    task = progress.add("base retrieval ", n)
-    with progress:
-        for q in qs:
-            enc = retriever.encode(q.question)
-            tv = np.asarray(retriever.embedder.encode([mask(q.question, enc.mentions)])[0], dtype=np.float64)
-            tv /= np.linalg.norm(tv) or 1.0
-            res = retriever.retrieve(enc, top_k=kmax)
-            ids = [p.id for p in res.passages]
-            prepared.append(
-                _Prepared(enc, tv, ids, keys(ids), sparsify(res.final_activation, e.epsilon, e.max_map_entities))
-            )
-            progress.advance(task, 1)
-
-    sub_ids = [frozenset(s.id for s in q.decomposition) for q in qs]
-    sub_answers = [tuple(s.answer for s in q.decomposition) for q in qs]
-    gold = [set(q.gold_keys) for q in qs]
-    has_decomp = any(sub_ids)
-    # related questions: a shared single-hop sub-question (MuSiQue); without decompositions (2Wiki,
-    # HotpotQA), a shared gold passage
-    rel_ids = sub_ids if has_decomp else [frozenset(f"gold:{k}" for k in q.gold_keys) for q in qs]
-    emb = np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
-    tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
+    st = _Replay.prepare(retriever, qs, key_of, variants, e, progress)
 
     said = [None if answer_model is None else answer_model.get(q.id) for q in qs]
     right = [None if x is None else x[0] for x in said]
@@ -312,189 +276,300 @@ def run_reuse_bench(
     answers = [q.answers for q in qs]
     if answer_model is not None and not any(r is not None for r in right):
         raise InvalidInput(f"--answers: {answer_source or 'the run'} answers none of this stream's questions")
-    names = ["base", *(v.name for v in variants)]
-    bounds = ["bound: base ∪ related retrieved", "bound: base ∪ related gold"] if has_decomp else []
     per_order: list[dict[str, Any]] = []
     order_lists = stream_orders(n, orders, seed)
     task = progress.add("orders ", len(order_lists) * n)
     with progress:
         for o, order in enumerate(order_lists):
-            rec: dict[str, dict[int, list[float | None]]] = {x: {k: [] for k in KS} for x in names + bounds}
-            counts: dict[str, Any] = {  # int tallies, and one dict of tallies per findings floor
-                "related_exists": 0,
-                "related_matched": 0,
-                "related_used_no_floor": 0,
-                "related_used_floor": 0,
-                "scaffold_selected": 0,
-                "scaffold_related": 0,
-                "scaffold_states_subanswer": 0,
-                "oracle_answer_contained": 0,
-                "oracle_subanswer_contained": 0,
-            }
-            transfer = {v.name: 0 for v in variants if v.maps}
-            fused = {v.name: 0 for v in variants}
-            mem = {v.name: _Memory() for v in variants}
-            earlier: list[int] = []
-            for i in order:
-                p = prepared[i]
-                base = dict(p.encoding.base_activation)
-                for k in KS:
-                    rec["base"][k].append(per_passage_recall(p.keys, gold[i], k))
-                rel = related(rel_ids, i, earlier)
-                rel_set = set(rel)
-                # ---- reuse counts over the base-map store (what matching sees without fusion)
-                if earlier:
-                    maps = [prepared[j].map for j in earlier]
-                    s_all = retrieval_scores(emb[i], emb[earlier], base, maps, e.alpha).combined
-                    top, w_top = select_experiences(s_all, e.top_k, e.tau_s, None)
-                    floor = e.fusion_floor if e.fusion_floor > -1 else None
-                    _, w_floor = select_experiences(s_all, e.top_k, e.tau_s, floor)
-                    picked = [earlier[t] for t in top]
-                    counts["related_exists"] += bool(rel)
-                    counts["related_matched"] += any(j in rel_set for j in picked)
-                    counts["related_used_no_floor"] += any(
-                        j in rel_set and w > 0 for j, w in zip(picked, w_top, strict=True)
-                    )
-                    counts["related_used_floor"] += any(
-                        j in rel_set and w > 0 for j, w in zip(picked, w_floor, strict=True)
-                    )
-                    tsims = tpl[earlier] @ p.template
-                    pick = select_scaffold(
-                        scaffold_scores(s_all, tsims, e.scaffold_lambda),
-                        e.scaffold_floor,
-                        tsims,
-                        e.scaffold_template_floor,
-                    )
-                    if pick is not None:
-                        j = earlier[pick]
-                        counts["scaffold_selected"] += 1
-                        counts["scaffold_related"] += j in rel_set
-                        counts["scaffold_states_subanswer"] += answer_contained(
-                            sub_answers[i], qs[j].answer, sub_answers[j]
-                        )
-                    for f in findings_floors:
-                        for label, exclude in (("findings", pick), ("findings with the scaffold's", None)):
-                            found = [earlier[t] for t in select_findings(s_all, top, f, findings_k, exclude=exclude)]
-                            c = counts.setdefault(
-                                f"{label} {f:g}", {"any": 0, "related": 0, "answer": 0, "unrelated": 0}
-                            )
-                            c["any"] += bool(found)
-                            c["related"] += any(j in rel_set for j in found)
-                            c["answer"] += any(answer_contained(sub_answers[i], qs[j].answer) for j in found)
-                            c["unrelated"] += sum(j not in rel_set for j in found)
-                    counts["oracle_answer_contained"] += any(
-                        answer_contained(sub_answers[i], qs[j].answer) for j in earlier
-                    )
-                    counts["oracle_subanswer_contained"] += any(
-                        answer_contained(sub_answers[i], qs[j].answer, sub_answers[j]) for j in earlier
-                    )
-                if bounds:
-                    retrieved_before = {key for j in rel for key in prepared[j].keys[:PASSAGES_KEPT]}
-                    gold_before = {key for j in rel for key in gold[j]}
-                    for k in KS:
-                        rec[bounds[0]][k].append(union_recall(p.keys, gold[i], k, retrieved_before))
-                        rec[bounds[1]][k].append(union_recall(p.keys, gold[i], k, gold_before))
-                # ---- the variants
-                for v in variants:
-                    m = mem[v.name]
-                    cands = rel if v.oracle else earlier
-                    got_ids, got_keys_by_k, final_map = p.ids, None, p.map
-                    weights = np.zeros(0)
-                    chosen: list[int] = []
-                    if cands:
-                        s_v = retrieval_scores(emb[i], emb[cands], base, [m.maps[j] for j in cands], e.alpha).combined
-                        top, weights = select_experiences(s_v, e.top_k, e.tau_s, v.floor)
-                        chosen = [cands[t] for t in top]
-                    live = bool(chosen) and bool(weights.size) and float(weights.max()) > 0.0
-                    # used: the map fusion was applied (a seed entity, beta > 0), or passages were remembered
-                    fused[v.name] += live and (v.passages is not None or (bool(base) and e.beta > 0.0))
-                    if live:
-                        start = base
-                        if v.maps and base and max(base.values()) > 0.0 and e.beta > 0.0:
-                            start = fuse(base, [m.maps[j] for j in chosen], list(weights), e.beta, e.top_h)
-                            transfer[v.name] += bool(newly_active(base, start, delta))
-                        if v.passages == "reset":
-                            prior = memory_prior([m.passages[j] for j in chosen], list(weights))
-                            gamma = e.beta if v.gamma is None else v.gamma
-                            got_ids = rank_with_prior(retriever, p, start, prior, gamma, kmax)
-                            if v.maps:
-                                final_map = sparsify(
-                                    retriever.retrieve(p.encoding, start_activation=start, top_k=1).final_activation,
-                                    e.epsilon,
-                                    e.max_map_entities,
-                                )
-                        elif start is not base:
-                            res = retriever.retrieve(p.encoding, start_activation=start, top_k=kmax)
-                            got_ids = [x.id for x in res.passages]
-                            final_map = sparsify(res.final_activation, e.epsilon, e.max_map_entities)
-                        if v.passages == "slot":
-                            memory = memory_order([m.passages[j] for j in chosen], list(weights))
-                            got_keys_by_k = {k: keys(slot_merge(got_ids, memory, k)) for k in KS}
-                            got_ids = slot_merge(got_ids, memory, kmax)
-                    for k in KS:
-                        got = got_keys_by_k[k] if got_keys_by_k is not None else keys(got_ids)
-                        rec[v.name][k].append(per_passage_recall(got, gold[i], k))
-                    m.maps[i] = final_map if v.maps == "after" else p.map
-                    m.passages[i] = list((got_ids if v.passages_stored == "after" else p.ids)[:PASSAGES_KEPT])
-                earlier.append(i)
-                progress.advance(task, 1)
             per_order.append(
-                {
-                    "order": o,
-                    "recall": {x: {f"passage_recall_at_{k}": mean(rec[x][k]) for k in KS} for x in rec},
-                    "counts": counts,
-                    "fused": fused,
-                    "graph_transfer": transfer,
-                }
+                {"order": o}
+                | st.replay_order(order, lambda: progress.advance(task, 1))
                 | (
                     {}
                     if answer_model is None
-                    else {"model_room": model_reuse_room(order, right, answers, sub_answers, rel_ids, outputs)}
+                    else {"model_room": model_reuse_room(order, right, answers, st.sub_answers, st.rel_ids, outputs)}
                 )
             )
     retriever.close()
-    return _summarise(
-        per_order,
-        names=names,
-        bounds=bounds,
-        n=n,
-        meta={
-            "dataset": dataset_name,
-            "data": list(ds.sources),
-            "corpus": corpus.name,
-            "documents": len(ds.corpus),
-            "questions": n,
-            "questions_with_gold": sum(1 for g in gold if g),
-            "questions_with_decomposition": sum(1 for s in sub_ids if s),
-            "related_by": "sub-question" if has_decomp else "gold passage",
-            "limit": limit,
-            "orders": len(order_lists),
-            "seed": seed,
-            "preset": preset_name,
-            "retrieval": retriever.params.as_dict(),
-            "experience": {
-                "top_k": e.top_k,
-                "alpha": e.alpha,
-                "beta": e.beta,
-                "tau_s": e.tau_s,
-                "top_h": e.top_h,
-                "epsilon": e.epsilon,
-                "max_map_entities": e.max_map_entities,
-                "fusion_floor": e.fusion_floor,
-                "scaffold_lambda": e.scaffold_lambda,
-                "scaffold_floor": e.scaffold_floor,
-                "scaffold_template_floor": e.scaffold_template_floor,
-                "passage_prior_gamma": e.beta,
-                "passages_kept": PASSAGES_KEPT,
-                "findings_k": findings_k,
-                "findings_floor": e.findings_floor,
-            },
-            "variants": [v.__dict__ for v in variants],
-            "answer_source": answer_source if answer_model is not None else None,
-            "index_seconds": round(index_s, 2),
-            "seconds": round(time.perf_counter() - t_start, 2),
-        },
-    )
+    meta = {
+        "dataset": dataset_name,
+        "data": list(ds.sources),
+        "corpus": corpus.name,
+        "documents": len(ds.corpus),
+        "questions": n,
+        "questions_with_gold": sum(1 for g in st.gold if g),
+        "questions_with_decomposition": sum(1 for s in st.sub_ids if s),
+        "related_by": "sub-question" if st.has_decomp else "gold passage",
+        "limit": limit,
+        "orders": len(order_lists),
+        "seed": seed,
+        "preset": preset_name,
+        "retrieval": retriever.params.as_dict(),
+        "experience": _experience_meta(e, st.findings_k),
+        "variants": [v.__dict__ for v in variants],
+        "answer_source": answer_source if answer_model is not None else None,
+        "index_seconds": round(index_s, 2),
+        "seconds": round(time.perf_counter() - t_start, 2),
+    }
+    return _summarise(per_order, names=st.names, bounds=st.bounds, n=n, meta=meta)
+
+
+def _experience_meta(e: Any, findings_k: int) -> dict[str, Any]:
+    """The experience settings a replay ran with (``e``: ``settings.experience``)."""
+    return {
+        "top_k": e.top_k,
+        "alpha": e.alpha,
+        "beta": e.beta,
+        "tau_s": e.tau_s,
+        "top_h": e.top_h,
+        "epsilon": e.epsilon,
+        "max_map_entities": e.max_map_entities,
+        "fusion_floor": e.fusion_floor,
+        "scaffold_lambda": e.scaffold_lambda,
+        "scaffold_floor": e.scaffold_floor,
+        "scaffold_template_floor": e.scaffold_template_floor,
+        "passage_prior_gamma": e.beta,
+        "passages_kept": PASSAGES_KEPT,
+        "findings_k": findings_k,
+        "findings_floor": e.findings_floor,
+    }
+
+
+@dataclass
+class _Replay:
+    """What every order of a replay reads: the stream's questions, their order-independent work
+    (encodings, template embeddings, base retrieval, base maps), how they relate, and the settings."""
+
+    retriever: Retriever
+    qs: Sequence[Question]
+    prepared: list[_Prepared]
+    key_of: dict[int, str]
+    variants: list[Variant]
+    e: Any  # settings.experience
+    kmax: int
+    gold: list[set[str]] = field(init=False)
+    sub_ids: list[frozenset[str]] = field(init=False)
+    sub_answers: list[tuple[str, ...]] = field(init=False)
+    has_decomp: bool = field(init=False)
+    rel_ids: list[frozenset[str]] = field(init=False)
+    emb: np.ndarray = field(init=False)
+    tpl: np.ndarray = field(init=False)
+    names: list[str] = field(init=False)
+    bounds: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        qs, n = self.qs, len(self.qs)
+        self.sub_ids = [frozenset(s.id for s in q.decomposition) for q in qs]
+        self.sub_answers = [tuple(s.answer for s in q.decomposition) for q in qs]
+        self.gold = [set(q.gold_keys) for q in qs]
+        self.has_decomp = any(self.sub_ids)
+        # related questions: a shared single-hop sub-question (MuSiQue); without decompositions (2Wiki,
+        # HotpotQA), a shared gold passage
+        self.rel_ids = self.sub_ids if self.has_decomp else [frozenset(f"gold:{k}" for k in q.gold_keys) for q in qs]
+        prepared = self.prepared
+        self.emb = (
+            np.stack([np.asarray(p.encoding.embedding, dtype=np.float64) for p in prepared]) if n else np.zeros((0, 1))
+        )
+        self.tpl = np.stack([p.template for p in prepared]) if n else np.zeros((0, 1))
+        self.names = ["base", *(v.name for v in self.variants)]
+        self.bounds = ["bound: base ∪ related retrieved", "bound: base ∪ related gold"] if self.has_decomp else []
+
+    @property
+    def findings_k(self) -> int:
+        k: int = self.e.findings_k or 2
+        return k
+
+    @property
+    def findings_floors(self) -> list[float]:
+        return sorted({*FINDINGS_FLOORS, self.e.findings_floor})
+
+    def keys(self, ids: Sequence[int]) -> list[str | None]:
+        return [self.key_of.get(p) for p in ids]
+
+    @classmethod
+    def prepare(
+        cls,
+        retriever: Retriever,
+        qs: Sequence[Question],
+        key_of: dict[int, str],
+        variants: list[Variant],
+        e: Any,
+        progress: Progress,
+    ) -> _Replay:
+        """The order-independent work of every question: its encoding, template embedding, base
+        retrieval and base map."""
+        from livingrag.experience.sparsify import sparsify
+        from livingrag.experience.template import mask
+
+        kmax = max(max(KS), PASSAGES_KEPT)
+        prepared: list[_Prepared] = []
+        task = progress.add("base retrieval ", len(qs))
+        with progress:
+            for q in qs:
+                enc = retriever.encode(q.question)
+                tv = np.asarray(retriever.embedder.encode([mask(q.question, enc.mentions)])[0], dtype=np.float64)
+                tv /= np.linalg.norm(tv) or 1.0
+                res = retriever.retrieve(enc, top_k=kmax)
+                ids = [p.id for p in res.passages]
+                keys = [key_of.get(p) for p in ids]
+                prepared.append(
+                    _Prepared(enc, tv, ids, keys, sparsify(res.final_activation, e.epsilon, e.max_map_entities))
+                )
+                progress.advance(task, 1)
+        return cls(retriever, qs, prepared, key_of, variants, e, kmax)
+
+    def replay_order(self, order: Sequence[int], advance: Callable[[], None]) -> dict[str, Any]:
+        """One stream order replayed: each question's recall by system and variant, the reuse counts,
+        how often each variant fused, and how often its fusion activated new entities."""
+        rec: dict[str, dict[int, list[float | None]]] = {x: {k: [] for k in KS} for x in self.names + self.bounds}
+        counts: dict[str, Any] = {  # int tallies, and one dict of tallies per findings floor
+            "related_exists": 0,
+            "related_matched": 0,
+            "related_used_no_floor": 0,
+            "related_used_floor": 0,
+            "scaffold_selected": 0,
+            "scaffold_related": 0,
+            "scaffold_states_subanswer": 0,
+            "oracle_answer_contained": 0,
+            "oracle_subanswer_contained": 0,
+        }
+        transfer = {v.name: 0 for v in self.variants if v.maps}
+        fused = {v.name: 0 for v in self.variants}
+        mem = {v.name: _Memory() for v in self.variants}
+        earlier: list[int] = []
+        gold = self.gold
+        for i in order:
+            p = self.prepared[i]
+            base = dict(p.encoding.base_activation)
+            for k in KS:
+                rec["base"][k].append(per_passage_recall(p.keys, gold[i], k))
+            rel = related(self.rel_ids, i, earlier)
+            if earlier:  # reuse counts over the base-map store (what matching sees without fusion)
+                self._count_reuse(counts, i, base, earlier, set(rel))
+            if self.bounds:
+                retrieved_before = {key for j in rel for key in self.prepared[j].keys[:PASSAGES_KEPT]}
+                gold_before = {key for j in rel for key in gold[j]}
+                for k in KS:
+                    rec[self.bounds[0]][k].append(union_recall(p.keys, gold[i], k, retrieved_before))
+                    rec[self.bounds[1]][k].append(union_recall(p.keys, gold[i], k, gold_before))
+            for v in self.variants:
+                used, transferred = self._replay_variant(v, mem[v.name], i, base, rel, earlier, rec[v.name])
+                fused[v.name] += used
+                if v.maps:
+                    transfer[v.name] += transferred
+            earlier.append(i)
+            advance()
+        return {
+            "recall": {x: {f"passage_recall_at_{k}": mean(rec[x][k]) for k in KS} for x in rec},
+            "counts": counts,
+            "fused": fused,
+            "graph_transfer": transfer,
+        }
+
+    def _count_reuse(
+        self, counts: dict[str, Any], i: int, base: dict[int, float], earlier: list[int], rel_set: set[int]
+    ) -> None:
+        """Add question ``i``'s reuse counts over the base maps of the ``earlier`` questions: whether a
+        related one is matched and used (with and without the fusion floor), the scaffold, the
+        findings at each floor, and the oracle containment of its (sub-)answers."""
+        from livingrag.experience.matching import retrieval_scores
+        from livingrag.experience.scaffold import scaffold_scores, select_findings, select_scaffold
+
+        e, qs, sub_answers, p = self.e, self.qs, self.sub_answers, self.prepared[i]
+        maps = [self.prepared[j].map for j in earlier]
+        s_all = retrieval_scores(self.emb[i], self.emb[earlier], base, maps, e.alpha).combined
+        top, w_top = select_experiences(s_all, e.top_k, e.tau_s, None)
+        floor = e.fusion_floor if e.fusion_floor > -1 else None
+        _, w_floor = select_experiences(s_all, e.top_k, e.tau_s, floor)
+        picked = [earlier[t] for t in top]
+        counts["related_exists"] += bool(rel_set)
+        counts["related_matched"] += any(j in rel_set for j in picked)
+        counts["related_used_no_floor"] += any(j in rel_set and w > 0 for j, w in zip(picked, w_top, strict=True))
+        counts["related_used_floor"] += any(j in rel_set and w > 0 for j, w in zip(picked, w_floor, strict=True))
+        tsims = self.tpl[earlier] @ p.template
+        pick = select_scaffold(
+            scaffold_scores(s_all, tsims, e.scaffold_lambda),
+            e.scaffold_floor,
+            tsims,
+            e.scaffold_template_floor,
+        )
+        if pick is not None:
+            j = earlier[pick]
+            counts["scaffold_selected"] += 1
+            counts["scaffold_related"] += j in rel_set
+            counts["scaffold_states_subanswer"] += answer_contained(sub_answers[i], qs[j].answer, sub_answers[j])
+        for f in self.findings_floors:
+            for label, exclude in (("findings", pick), ("findings with the scaffold's", None)):
+                found = [earlier[t] for t in select_findings(s_all, top, f, self.findings_k, exclude=exclude)]
+                c = counts.setdefault(f"{label} {f:g}", {"any": 0, "related": 0, "answer": 0, "unrelated": 0})
+                c["any"] += bool(found)
+                c["related"] += any(j in rel_set for j in found)
+                c["answer"] += any(answer_contained(sub_answers[i], qs[j].answer) for j in found)
+                c["unrelated"] += sum(j not in rel_set for j in found)
+        counts["oracle_answer_contained"] += any(answer_contained(sub_answers[i], qs[j].answer) for j in earlier)
+        counts["oracle_subanswer_contained"] += any(
+            answer_contained(sub_answers[i], qs[j].answer, sub_answers[j]) for j in earlier
+        )
+
+    def _replay_variant(
+        self,
+        v: Variant,
+        m: _Memory,
+        i: int,
+        base: dict[int, float],
+        rel: list[int],
+        earlier: list[int],
+        rec: dict[int, list[float | None]],
+    ) -> tuple[bool, bool]:
+        """Question ``i`` answered by variant ``v`` from its store ``m`` (then stored in it), its
+        recall added to ``rec``; (whether the variant used the store, whether its map fusion
+        activated a new entity)."""
+        from livingrag.experience.fusion import fuse, newly_active
+        from livingrag.experience.matching import retrieval_scores
+        from livingrag.experience.sparsify import sparsify
+
+        e, p, retriever, kmax = self.e, self.prepared[i], self.retriever, self.kmax
+        cands = rel if v.oracle else earlier
+        got_ids, got_keys_by_k, final_map = p.ids, None, p.map
+        weights = np.zeros(0)
+        chosen: list[int] = []
+        transferred = False
+        if cands:
+            s_v = retrieval_scores(self.emb[i], self.emb[cands], base, [m.maps[j] for j in cands], e.alpha).combined
+            top, weights = select_experiences(s_v, e.top_k, e.tau_s, v.floor)
+            chosen = [cands[t] for t in top]
+        live = bool(chosen) and bool(weights.size) and float(weights.max()) > 0.0
+        # used: the map fusion was applied (a seed entity, beta > 0), or passages were remembered
+        used = live and (v.passages is not None or (bool(base) and e.beta > 0.0))
+        if live:
+            start = base
+            if v.maps and base and max(base.values()) > 0.0 and e.beta > 0.0:
+                start = fuse(base, [m.maps[j] for j in chosen], list(weights), e.beta, e.top_h)
+                transferred = bool(newly_active(base, start, retriever.params.delta))
+            if v.passages == "reset":
+                prior = memory_prior([m.passages[j] for j in chosen], list(weights))
+                gamma = e.beta if v.gamma is None else v.gamma
+                got_ids = rank_with_prior(retriever, p, start, prior, gamma, kmax)
+                if v.maps:
+                    final_map = sparsify(
+                        retriever.retrieve(p.encoding, start_activation=start, top_k=1).final_activation,
+                        e.epsilon,
+                        e.max_map_entities,
+                    )
+            elif start is not base:
+                res = retriever.retrieve(p.encoding, start_activation=start, top_k=kmax)
+                got_ids = [x.id for x in res.passages]
+                final_map = sparsify(res.final_activation, e.epsilon, e.max_map_entities)
+            if v.passages == "slot":
+                memory = memory_order([m.passages[j] for j in chosen], list(weights))
+                got_keys_by_k = {k: self.keys(slot_merge(got_ids, memory, k)) for k in KS}
+                got_ids = slot_merge(got_ids, memory, kmax)
+        for k in KS:
+            got = got_keys_by_k[k] if got_keys_by_k is not None else self.keys(got_ids)
+            rec[k].append(per_passage_recall(got, self.gold[i], k))
+        m.maps[i] = final_map if v.maps == "after" else p.map
+        m.passages[i] = list((got_ids if v.passages_stored == "after" else p.ids)[:PASSAGES_KEPT])
+        return used, transferred
 
 
 def _summarise(

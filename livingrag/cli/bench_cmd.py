@@ -198,7 +198,7 @@ def store(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    from livingrag.bench.store import BenchConfig, format_report, run_store_bench
+    from livingrag.bench.store_bench import BenchConfig, format_report, run_store_bench
 
     cfg = BenchConfig(
         experiences=experiences,

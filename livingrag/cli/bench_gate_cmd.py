@@ -1,5 +1,5 @@
 """``livingrag bench gate-learn``: the learned gate replayed over kept ``eval stream`` runs
-(:mod:`livingrag.bench.gate_learning`)."""
+(:mod:`livingrag.bench.gate_learn_replay`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def gate_learn(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    from livingrag.bench.gate_learning import RunSpec, format_report, replay, summarize
+    from livingrag.bench.gate_learn_replay import RunSpec, format_report, replay, summarize
     from livingrag.corpus.ner import answer_entity_labels
     from livingrag.experience.verifiers import build_verifier
     from livingrag.models.embedder import embedder_from_settings

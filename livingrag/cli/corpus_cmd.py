@@ -203,7 +203,9 @@ def _ref(name: str) -> str | int:
 
 
 def index(
-    path: Path = typer.Argument(..., help="A .json, .jsonl, .txt or .md file, or a folder of .txt/.md files."),
+    path: Path = typer.Argument(
+        ..., help="A .json or .jsonl corpus, a document (.pdf, .docx, .html, .md, .txt) or a folder of documents."
+    ),
     corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus name."),
     tenant: str = tenant_option(),
     create: bool = typer.Option(False, "--create", help="Create the corpus if it does not exist."),
@@ -211,6 +213,8 @@ def index(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from livingrag.corpus import service
+    from livingrag.corpus.indexer import IndexReport
+    from livingrag.corpus.ingest import read_inputs
     from livingrag.corpus.progress import NullProgress, RichProgress
     from livingrag.errors import NotFound
 
@@ -224,10 +228,20 @@ def index(
                 raise NotFound(
                     f"no corpus {corpus!r}: create it with `livingrag corpus create {corpus}` or pass --create"
                 ) from None
+            info = None
+        # Every file is read and validated before the corpus is created or a passage written.
+        report = IndexReport(corpus=info.name if info is not None else corpus)
+        with report.timed("read"):
+            inputs = read_inputs(path)
+        for skipped in inputs.skipped:
+            err_console.print(f"[yellow]skipped[/yellow] {skipped.path}: {skipped.reason}", highlight=False)
+        if info is None:
             info = service.create_corpus(db, tid, corpus, settings)
             err_console.print(f"created corpus [bold]{info.name}[/bold]")
         progress = NullProgress() if quiet else RichProgress(err_console)
-        report = service.indexer(db, tid, info, settings, progress=progress).index_path(path)
+        report = service.indexer(db, tid, info, settings, progress=progress).index_documents(
+            inputs.documents, report=report
+        )
     if as_json:
         print_json(report.as_dict())
         return
@@ -241,8 +255,12 @@ def index(
 
 
 INDEX_HELP = (
-    "Index documents into a corpus: chunk, extract entities, embed, and store the graph. Passages already "
-    "in the corpus (same content hash) are skipped, so re-running continues an interrupted run."
+    "Index documents into a corpus: chunk, extract entities, embed, and store the graph. PDF, DOCX, HTML and "
+    "Markdown files keep their structure (the title from the first heading or the metadata, sections from "
+    "the headings, tables as text). Every file is read and validated first: one that cannot be read stops "
+    "the run, named with the reason, before the corpus is created or a passage written; a folder's other "
+    "files are named as skipped. Passages already in the corpus (same content hash) are skipped, so "
+    "re-running continues an interrupted run."
     + examples(
         "livingrag index --corpus wiki corpus.json",
         "livingrag index --corpus notes --create ./notes/",

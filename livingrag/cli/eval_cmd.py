@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from livingrag.cli.common import console, err_console, examples, load_settings
+
+if TYPE_CHECKING:
+    from livingrag.config import Settings
+    from livingrag.evaluation.datasets import Dataset
+    from livingrag.evaluation.metrics import Judge
+    from livingrag.evaluation.records import QueryRecord
+    from livingrag.evaluation.stream import StreamConfig
 
 app = typer.Typer(
     help="Online-stream evaluation of LinearRAG and LivingRAG on a benchmark."
@@ -96,10 +103,7 @@ def stream(
 ) -> None:
     from livingrag.corpus.progress import NullProgress, RichProgress
     from livingrag.errors import InvalidInput
-    from livingrag.evaluation.datasets import load_dataset
     from livingrag.evaluation.feedback import parse_feedback_rate
-    from livingrag.evaluation.metrics import Judge, Prices, judge_kind_for
-    from livingrag.evaluation.report import write_report
     from livingrag.evaluation.stream import StreamConfig, StreamRun, parse_only_orders, parse_systems
 
     chosen = parse_only_orders(only_orders, orders)
@@ -108,23 +112,10 @@ def stream(
         raise InvalidInput(f"--judge must be none or configured, got {judge!r}")
     settings = load_settings()
     names = parse_systems(systems, ablations)
-    data = load_dataset(dataset, data_dir, limit=limit, skip=skip)
-    if repeat_share:
-        from dataclasses import replace
-
-        from livingrag.evaluation.repeats import with_repeats
-
-        try:
-            data = replace(data, questions=with_repeats(data.questions, repeat_share, seed=seed))
-        except ValueError as exc:
-            raise InvalidInput(f"--repeat-share: {exc}") from None
+    data = _stream_data(dataset, data_dir, limit=limit, skip=skip, repeat_share=repeat_share, seed=seed)
     if concurrency is None:
         concurrency = 2 if settings.llm.provider == "local" else settings.llm.concurrency
-    judge_obj = None
-    if judge == "configured":
-        from livingrag.generation.providers import build_llm
-
-        judge_obj = Judge(build_llm(settings.llm, data_dir=settings.db.data_dir), judge_kind_for(dataset))
+    judge_obj = _stream_judge(judge, settings, dataset)
     cfg = StreamConfig(
         dataset=dataset,
         systems=names,
@@ -141,20 +132,7 @@ def stream(
         feedback_rate=rate,
         feedback_seed=feedback_seed,
     )
-    err_console.print(
-        f"[dim]{dataset}: {len(data.questions)} questions, {len(data.corpus)} documents; systems "
-        f"{', '.join(names)}; {orders} order(s), seed {seed}; LLM {settings.llm.provider}:{settings.llm.model}; "
-        f"{concurrency} in flight; judge {cfg.judge or 'none'}"
-        + (
-            f"; simulated feedback from the gold answers on {100 * rate:g} % of the answers "
-            f"(seed {cfg.feedback_seed_used})"
-            if rate
-            else ""
-        )
-        + "[/dim]"
-    )
-    if rate and all(n == "linear" for n in names):
-        err_console.print("[dim]--feedback-rate: LinearRAG keeps no memory, so no answer gets feedback[/dim]")
+    _announce_stream(cfg, data, settings)
     progress = NullProgress() if quiet else RichProgress(err_console)
     with progress:
         run = StreamRun(
@@ -168,24 +146,84 @@ def stream(
             only_orders=chosen,
         )
         records = run.run(fresh=fresh)
+    paths = _write_stream_report(out, records, cfg, data, settings)
+    _print_summary(out)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/dim]")
+
+
+def _stream_judge(judge: str, settings: Settings, dataset: str) -> Judge | None:
+    """The LLM-Acc judge of ``--judge``: None (``none``) or the configured LLM (``configured``)."""
+    from livingrag.evaluation.metrics import Judge, judge_kind_for
+
+    if judge != "configured":
+        return None
+    from livingrag.generation.providers import build_llm
+
+    return Judge(build_llm(settings.llm, data_dir=settings.db.data_dir), judge_kind_for(dataset))
+
+
+def _stream_data(
+    dataset: str, data_dir: Path, *, limit: int | None, skip: int, repeat_share: float, seed: int
+) -> Dataset:
+    """The dataset's questions (``--skip``, ``--limit``), with ``--repeat-share`` of them asked again."""
+    from livingrag.errors import InvalidInput
+    from livingrag.evaluation.datasets import load_dataset
+
+    data = load_dataset(dataset, data_dir, limit=limit, skip=skip)
+    if repeat_share:
+        from dataclasses import replace
+
+        from livingrag.evaluation.repeats import with_repeats
+
+        try:
+            data = replace(data, questions=with_repeats(data.questions, repeat_share, seed=seed))
+        except ValueError as exc:
+            raise InvalidInput(f"--repeat-share: {exc}") from None
+    return data
+
+
+def _announce_stream(cfg: StreamConfig, data: Dataset, settings: Settings) -> None:
+    """One line on what the run will do (and a note when feedback can have no effect)."""
+    rate = cfg.feedback_rate
+    err_console.print(
+        f"[dim]{cfg.dataset}: {len(data.questions)} questions, {len(data.corpus)} documents; systems "
+        f"{', '.join(cfg.systems)}; {cfg.orders} order(s), seed {cfg.seed}; LLM {settings.llm.provider}:"
+        f"{settings.llm.model}; {cfg.concurrency} in flight; judge {cfg.judge or 'none'}"
+        + (
+            f"; simulated feedback from the gold answers on {100 * rate:g} % of the answers "
+            f"(seed {cfg.feedback_seed_used})"
+            if rate
+            else ""
+        )
+        + "[/dim]"
+    )
+    if rate and all(n == "linear" for n in cfg.systems):
+        err_console.print("[dim]--feedback-rate: LinearRAG keeps no memory, so no answer gets feedback[/dim]")
+
+
+def _write_stream_report(
+    out: Path, records: list[QueryRecord], cfg: StreamConfig, data: Dataset, settings: Settings
+) -> dict[str, Path]:
+    """The run's report (results.json, queries.csv, report.md, the figures) written into ``out``."""
+    from livingrag.evaluation.metrics import Prices
+    from livingrag.evaluation.report import write_report
+
     prices = Prices(settings.llm.price_prompt_per_m, settings.llm.price_completion_per_m)
-    paths = write_report(
+    return write_report(
         out,
         records,
-        dataset_name=dataset,
+        dataset_name=cfg.dataset,
         dataset=data,
         judge=cfg.judge,
         prices=prices,
         config=cfg.identity()
         | {
-            "concurrency": concurrency,
+            "concurrency": cfg.concurrency,
             "llm": f"{settings.llm.provider}:{settings.llm.model}",
             "experience_profile": settings.experience.profile,
             "reuse_answers_from": settings.experience.reuse_answers_from,
         },
     )
-    _print_summary(out)
-    console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/dim]")
 
 
 @app.command(

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from livingrag.db.repositories import corpora, corpus_graph, tenants
-from livingrag.db.repositories.corpus_graph import PassageRecord as PassageRecord
+from livingrag.db.repositories import corpora, tenants
+from livingrag.db.repositories import passages as passage_repo
+from livingrag.db.repositories.passages import PassageRecord as PassageRecord
 from livingrag.errors import AlreadyExists, NotFound
 from livingrag.quotas import check_quota
 from livingrag.types import CorpusInfo
 
 if TYPE_CHECKING:
     from livingrag.config import Settings
-    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.indexer import CorpusIndexer
     from livingrag.corpus.ner import EntityExtractor
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
@@ -115,14 +116,14 @@ def list_corpora(db: Database, tenant_id: int) -> list[CorpusInfo]:
 def corpora_with_counts(db: Database, tenant_id: int) -> list[tuple[CorpusInfo, dict[str, int]]]:
     """The tenant's corpora, oldest first, each with its graph sizes (passages, sentences, entities, …)."""
     with db.tenant_session(tenant_id) as s:
-        return [(c, corpus_graph.corpus_counts(s, c.id)) for c in corpora.list_corpora(s)]
+        return [(c, passage_repo.corpus_counts(s, c.id)) for c in corpora.list_corpora(s)]
 
 
 def corpus_with_counts(db: Database, tenant_id: int, name_or_id: str | int) -> tuple[CorpusInfo, dict[str, int]]:
     """One corpus of the tenant with its graph sizes."""
     with db.tenant_session(tenant_id) as s:
         c = corpora.get_corpus(s, name_or_id)
-        return c, corpus_graph.corpus_counts(s, c.id)
+        return c, passage_repo.corpus_counts(s, c.id)
 
 
 def delete_corpus(db: Database, tenant_id: int, corpus_id: int) -> None:
@@ -136,19 +137,19 @@ def list_passages(
 ) -> list[PassageRecord]:
     """A page of the corpus's passages in id order (``q``: only those whose title or text holds it)."""
     with db.tenant_session(tenant_id) as s:
-        return corpus_graph.list_passages(s, corpus_id, limit=limit, offset=offset, q=q)
+        return passage_repo.list_passages(s, corpus_id, limit=limit, offset=offset, q=q)
 
 
 def get_passage(db: Database, tenant_id: int, corpus_id: int, ref: int | str) -> PassageRecord:
     """One passage of the corpus by id (or external id)."""
     with db.tenant_session(tenant_id) as s:
-        return corpus_graph.get_passage(s, corpus_id, ref)
+        return passage_repo.get_passage(s, corpus_id, ref)
 
 
 def count_passages(db: Database, tenant_id: int, corpus_id: int) -> int:
     """How many passages the corpus holds."""
     with db.tenant_session(tenant_id) as s:
-        return corpus_graph.count_passages(s, corpus_id)
+        return passage_repo.count_passages(s, corpus_id)
 
 
 def set_retrieval_preset(db: Database, tenant_id: int, name_or_id: str | int, preset: str) -> CorpusInfo:
@@ -167,7 +168,7 @@ def indexer(
     db: Database, tenant_id: int, corpus: CorpusInfo, settings: Settings, *, progress: Progress | None = None
 ) -> CorpusIndexer:
     """An indexer for ``corpus`` with the corpus's models (loaded on first use)."""
-    from livingrag.corpus.graph import CorpusIndexer
+    from livingrag.corpus.indexer import CorpusIndexer
     from livingrag.corpus.ner import llm_factory, make_extractor
     from livingrag.models.embedder import embedder_from_settings
 

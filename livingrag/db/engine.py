@@ -378,7 +378,7 @@ class Database:
         """The owner route: a session of the tables' owner that sees and writes every tenant's rows,
         for the named maintenance paths only (tenant and key administration with the admin key,
         crash recovery, cross-tenant expiry/prune/stats, scope-index planning, the CLI's operator
-        commands; ``tests/test_owner_route.py`` lists them and fails on any other caller).
+        commands; ``tests/db/test_owner_route.py`` lists them and fails on any other caller).
 
         Row-level security is forced on the tenant tables (migration 0006), so the owner is bound by
         the policies like any role; each transaction of this session sets

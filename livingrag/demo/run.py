@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
     from livingrag.db.repositories.trust import HistoryEvent
     from livingrag.evaluation.feedback import GivenFeedback
-    from livingrag.pipeline.core import Answer, LivingRAG
+    from livingrag.pipeline.answer_pipeline import Answer, LivingRAG
 
 DEMO_TENANT = "demo"
 DEMO_CORPUS = "demo-kb"
@@ -262,7 +262,7 @@ def run_demo(
     from livingrag.db.setup import open_database
     from livingrag.errors import NotFound
     from livingrag.evaluation.stream import empty_memory
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
     status = on_status or (lambda _msg: None)
     t0 = time.perf_counter()

@@ -43,15 +43,26 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from livingrag.errors import InvalidInput
+from livingrag.evaluation.dataset_files import (
+    CorpusIndex,
+    Record,
+    candidate_dirs,
+    corpus_document,
+    find_pair,
+    find_raw,
+    norm_ws,
+    read_corpus,
+    type_of,
+)
 from livingrag.io.documents import Document
-from livingrag.io.records import read_records, read_structured
+from livingrag.io.records import read_records
 
 DATASET_NAMES: tuple[str, ...] = ("2wikimultihopqa", "musique", "hotpotqa", "linearrag", "wixqa", "jsonl")
 """The ``--dataset`` names the CLI accepts."""
@@ -132,18 +143,18 @@ class Dataset:
 
     @cached_property
     def _by_title_text(self) -> dict[tuple[str, str], str]:
-        return {(d.title, _norm_ws(d.text)): d.key for d in reversed(self.corpus)}
+        return {(d.title, norm_ws(d.text)): d.key for d in reversed(self.corpus)}
 
     @cached_property
     def _by_text(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for d in self.corpus:
-            out.setdefault(_norm_ws(d.text), []).append(d.key)
+            out.setdefault(norm_ws(d.text), []).append(d.key)
         return out
 
     @cached_property
     def _norm_texts(self) -> tuple[str, ...]:
-        return tuple(_norm_ws(d.text) for d in self.corpus)
+        return tuple(norm_ws(d.text) for d in self.corpus)
 
     def document(self, key: str) -> Document:
         try:
@@ -158,7 +169,7 @@ class Dataset:
         a chunk of a longer document (its text is contained in exactly one document's text, title equal
         when one is given). Indexers that keep each passage's source key should use that instead.
         """
-        t = _norm_ws(text)
+        t = norm_ws(text)
         key = self._by_title_text.get((title, t))
         if key is not None:
             return key
@@ -255,196 +266,16 @@ def load_dataset(
 
 
 # --------------------------------------------------------------------------------------------------
-# File reading with errors that name the file and the record
-
-
-def _norm_ws(s: str) -> str:
-    return " ".join(s.split())
-
-
-class _Rec:
-    """Field access on one record with errors that say which file, which record, which field."""
-
-    def __init__(self, path: Path, index: int, rec: Any, label: str = "record") -> None:
-        if not isinstance(rec, dict):
-            raise InvalidInput(f"{path}: {label} {index}: expected an object, got {type(rec).__name__}")
-        self.path, self.index, self.rec = path, index, rec
-        rid = rec.get("id", rec.get("_id"))
-        self.where = f"{path}: {label} {index}" + (f" (id {rid})" if isinstance(rid, str | int) else "")
-
-    def error(self, msg: str) -> InvalidInput:
-        return InvalidInput(f"{self.where}: {msg}")
-
-    def has(self, name: str) -> bool:
-        return self.rec.get(name) is not None
-
-    def get_str(self, *names: str, required: bool = True, allow_empty: bool = False) -> str:
-        for name in names:
-            v = self.rec.get(name)
-            if v is None:
-                continue
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                v = str(v)
-            if not isinstance(v, str):
-                raise self.error(f"field {name!r} must be a string, got {type(v).__name__}")
-            if not v.strip() and not allow_empty:
-                if required:
-                    raise self.error(f"field {name!r} is empty")
-                return ""
-            return v
-        if required:
-            raise self.error(f"missing field {' or '.join(repr(n) for n in names)}")
-        return ""
-
-    def get_list(self, name: str, *, required: bool = True) -> list[Any]:
-        v = self.rec.get(name)
-        if v is None:
-            if required:
-                raise self.error(f"missing field {name!r}")
-            return []
-        if not isinstance(v, list):
-            raise self.error(f"field {name!r} must be a list, got {type(v).__name__}")
-        return v
-
-    def get_str_list(self, name: str, *, required: bool = False) -> list[str]:
-        out = []
-        for i, v in enumerate(self.get_list(name, required=required)):
-            if isinstance(v, int) and not isinstance(v, bool):
-                v = str(v)
-            if not isinstance(v, str):
-                raise self.error(f"field {name!r} item {i} must be a string, got {type(v).__name__}")
-            out.append(v)
-        return out
-
-    def qid(self) -> str:
-        return self.get_str("id", "_id", required=False) or str(self.index)
-
-
-def _type_of(r: _Rec) -> str | None:
-    t = r.rec.get("type", r.rec.get("question_type"))
-    return t if isinstance(t, str) and t else None
-
-
-# --------------------------------------------------------------------------------------------------
-# Corpora
-
-
-def read_corpus(path: Path) -> tuple[Document, ...]:
-    """A corpus file: a JSON list of ``{title, text}``, an object ``title -> [sentences]`` (HippoRAG's
-    HotpotQA), a JSON list of strings (LinearRAG chunks ``"<n>:<text>"``), or JSON lines ``{id?, title?,
-    text}`` (in a ``.jsonl`` file, or a ``.json`` one that holds JSON lines). Keys: explicit ids when
-    given, else positions. Titles and texts are stripped, as ``corpus add`` strips them."""
-    data = read_structured(path).value
-    if isinstance(data, dict):
-        docs = []
-        for i, (title, sents) in enumerate(data.items()):
-            if isinstance(sents, str):
-                text = sents
-            elif isinstance(sents, list) and all(isinstance(s, str) for s in sents):
-                text = "".join(sents)
-            else:
-                raise InvalidInput(f"{path}: entry {i} (title {title!r}): expected a list of sentence strings")
-            docs.append(_document(str(i), title, text))
-        if not docs:
-            raise InvalidInput(f"{path}: the corpus is empty")
-        return tuple(docs)
-    if not isinstance(data, list):
-        raise InvalidInput(f"{path}: expected a JSON list of passages, got {type(data).__name__}")
-    if not data:
-        raise InvalidInput(f"{path}: the corpus is empty")
-    if all(isinstance(x, str) for x in data):
-        return _linearrag_chunks(path, data)
-    return _corpus_from_records(path, data)
-
-
-def _document(key: str, title: str, text: str) -> Document:
-    """A corpus passage with its dataset key (the document's external id), title and text stripped."""
-    return Document(title=title.strip(), text=text.strip(), external_id=key)
-
-
-def _corpus_from_records(path: Path, data: list[Any]) -> tuple[Document, ...]:
-    docs = []
-    seen: set[str] = set()
-    for i, rec in enumerate(data):
-        r = _Rec(path, i, rec, "passage")
-        text = r.get_str("text", "contents", "paragraph_text")
-        key = r.get_str("key", "id", "_id", required=False) or str(i)
-        if key in seen:
-            raise r.error(f"duplicate key {key!r}")
-        seen.add(key)
-        docs.append(_document(key, r.get_str("title", required=False, allow_empty=True), text))
-    return tuple(docs)
-
-
-_CHUNK = re.compile(r"^(\d+):(.*)$", re.S)
-
-
-def _linearrag_chunks(path: Path, data: list[str]) -> tuple[Document, ...]:
-    docs = []
-    seen: set[str] = set()
-    for i, s in enumerate(data):
-        m = _CHUNK.match(s)
-        key, text = (m[1], m[2]) if m else (str(i), s)
-        if not text.strip():
-            raise InvalidInput(f"{path}: chunk {i}: empty text")
-        if key in seen:
-            raise InvalidInput(f"{path}: chunk {i}: duplicate chunk number {key}")
-        seen.add(key)
-        docs.append(_document(key, "", text))
-    return tuple(docs)
-
-
-class _CorpusIndex:
-    """Lookups from (title, text) and title to corpus keys; ``add`` grows a corpus built from the
-    paragraphs inside question records (de-duplicated on title + whitespace-normalised text)."""
-
-    def __init__(self, docs: Sequence[Document] = ()) -> None:
-        self.docs: list[Document] = []
-        self.by_title_text: dict[tuple[str, str], str] = {}
-        self.by_title: dict[str, list[str]] = {}
-        for d in docs:
-            self._put(d)
-
-    def _put(self, d: Document) -> None:
-        self.docs.append(d)
-        k = (d.title, _norm_ws(d.text))
-        if k not in self.by_title_text:
-            self.by_title_text[k] = d.key
-            self.by_title.setdefault(d.title, []).append(d.key)
-
-    def add(self, title: str, text: str) -> str:
-        title = title.strip()
-        key = self.by_title_text.get((title, _norm_ws(text)))
-        if key is None:
-            key = str(len(self.docs))
-            self._put(_document(key, title, text))
-        return key
-
-    def find(self, title: str, texts: Iterable[str] = (), *, by_title: bool = True) -> str | None:
-        """The key for a paragraph: exact title + text first (each text variant), then a unique title
-        (titles compared stripped, texts whitespace-normalised)."""
-        title = title.strip()
-        for t in texts:
-            key = self.by_title_text.get((title, _norm_ws(t)))
-            if key is not None:
-                return key
-        if not by_title:
-            return None
-        keys = self.by_title.get(title, [])
-        return keys[0] if len(keys) == 1 else None
-
-
-# --------------------------------------------------------------------------------------------------
 # Question records (HippoRAG / raw MuSiQue / raw HotpotQA / 2Wiki)
 
 
-def _answer_and_aliases(r: _Rec) -> tuple[str, tuple[str, ...]]:
+def _answer_and_aliases(r: Record) -> tuple[str, tuple[str, ...]]:
     answer = r.get_str("answer", allow_empty=True)
     aliases = r.get_str_list("answer_aliases") + r.get_str_list("aliases")
     return answer, tuple(a for a in dict.fromkeys(aliases) if a and a != answer)
 
 
-def _musique_question(r: _Rec, index: _CorpusIndex, build: bool, problems: list[str]) -> Question:
+def _musique_question(r: Record, index: CorpusIndex, build: bool, problems: list[str]) -> Question:
     """A raw MuSiQue record. Paragraphs match the corpus on exact title + text (MuSiQue titles repeat);
     with ``build`` every paragraph is first added to the corpus being assembled."""
     paras = r.get_list("paragraphs")
@@ -477,7 +308,7 @@ def _musique_question(r: _Rec, index: _CorpusIndex, build: bool, problems: list[
         gold = []
     decomposition = []
     for j, step in enumerate(r.get_list("question_decomposition", required=False)):
-        s = _Rec(r.path, j, step, f"record {r.index} question_decomposition item")
+        s = Record(r.path, j, step, f"record {r.index} question_decomposition item")
         sidx = step.get("paragraph_support_idx")
         support_key = None
         if isinstance(sidx, int) and sidx in by_idx:
@@ -488,7 +319,7 @@ def _musique_question(r: _Rec, index: _CorpusIndex, build: bool, problems: list[
                 s.get_str("id", required=False) or str(j), s.get_str("question"), s.get_str("answer"), support_key
             )
         )
-    qtype = _type_of(r) or _musique_hops(qid)
+    qtype = type_of(r) or _musique_hops(qid)
     return Question(qid, r.get_str("question"), answer, aliases, tuple(gold), qtype, tuple(decomposition))
 
 
@@ -497,7 +328,7 @@ def _musique_hops(qid: str) -> str | None:
     return m[1] if m else None
 
 
-def _context_texts(r: _Rec) -> dict[str, list[str]]:
+def _context_texts(r: Record) -> dict[str, list[str]]:
     """title -> joined-text variants from a HotpotQA/2Wiki ``context`` ([[title, [sentences]], ...])."""
     out: dict[str, list[str]] = {}
     for j, item in enumerate(r.get_list("context", required=False)):
@@ -512,7 +343,7 @@ def _context_texts(r: _Rec) -> dict[str, list[str]]:
     return out
 
 
-def _supporting_titles(r: _Rec) -> list[str]:
+def _supporting_titles(r: Record) -> list[str]:
     titles: list[str] = []
     for j, sf in enumerate(r.get_list("supporting_facts")):
         if not (isinstance(sf, list | tuple) and sf and isinstance(sf[0], str)):
@@ -522,7 +353,7 @@ def _supporting_titles(r: _Rec) -> list[str]:
     return titles
 
 
-def _hotpot_question(r: _Rec, index: _CorpusIndex, problems: list[str]) -> Question:
+def _hotpot_question(r: Record, index: CorpusIndex, problems: list[str]) -> Question:
     """A raw HotpotQA / 2WikiMultiHopQA record: gold = the titles of ``supporting_facts``."""
     answer, aliases = _answer_and_aliases(r)
     ctx = _context_texts(r)
@@ -537,43 +368,11 @@ def _hotpot_question(r: _Rec, index: _CorpusIndex, problems: list[str]) -> Quest
     if missing:
         problems.append(f"{r.where}: supporting title(s) {missing} not found (or not unique) in the corpus; no gold")
         gold = []
-    return Question(r.qid(), r.get_str("question"), answer, aliases, tuple(gold), _type_of(r))
+    return Question(r.qid(), r.get_str("question"), answer, aliases, tuple(gold), type_of(r))
 
 
 # --------------------------------------------------------------------------------------------------
 # Dataset loaders
-
-
-def _candidate_dirs(base: Path) -> list[Path]:
-    return [base, *sorted(p for p in base.iterdir() if p.is_dir())]
-
-
-def _find_pair(base: Path, prefix: str) -> tuple[Path, Path | None] | None:
-    """HippoRAG's layout: ``<stem>.json`` + ``<stem>_corpus.json`` (stem starts with ``prefix``), in
-    ``base`` or one of its subfolders; the first folder that has one wins, and two in one folder are
-    ambiguous."""
-    for d in _candidate_dirs(base):
-        pairs = []
-        for c in sorted(d.glob(f"{prefix}*_corpus.json")):
-            q = c.with_name(c.name[: -len("_corpus.json")] + ".json")
-            if q.is_file():
-                pairs.append((q, c))
-        if len(pairs) > 1:
-            names = ", ".join(p[0].name for p in pairs)
-            raise InvalidInput(f"{d}: several {prefix} question files ({names}); point --data-dir at one")
-        if pairs:
-            return pairs[0]
-    return None
-
-
-def _find_raw(base: Path, globs: Sequence[str]) -> Path | None:
-    for d in _candidate_dirs(base):
-        hits = sorted({p for g in globs for p in d.glob(g) if not p.name.endswith("_corpus.json")})
-        if len(hits) > 1:
-            raise InvalidInput(f"{d}: several question files ({', '.join(p.name for p in hits)}); point at one")
-        if hits:
-            return hits[0]
-    return None
 
 
 TWOWIKI_RAW_GLOBS = ("2wiki*.json", "2wiki*.jsonl", "dev.json", "train.json")
@@ -595,16 +394,16 @@ def _load_2wiki(base: Path | None, qpath: Path | None, cpath: Path | None) -> Da
         )
         if gold is not None:
             corpus = cpath or next(
-                (c for d in _candidate_dirs(base) for c in sorted(d.glob("2wikimultihopqa*_corpus.json"))), None
+                (c for d in candidate_dirs(base) for c in sorted(d.glob("2wikimultihopqa*_corpus.json"))), None
             )
             if corpus is None:
                 raise InvalidInput(f"{base}: found {gold.name} but no 2wikimultihopqa*_corpus.json next to it")
             return load_gold_index_file(gold, corpus, name="2wikimultihopqa")
-        pair = _find_pair(base, "2wikimultihopqa")
+        pair = find_pair(base, "2wikimultihopqa")
         if pair is not None:
             qpath, cpath = pair[0], cpath or pair[1]
         else:
-            qpath = _find_raw(base, TWOWIKI_RAW_GLOBS)
+            qpath = find_raw(base, TWOWIKI_RAW_GLOBS)
         if qpath is None:
             raise InvalidInput(
                 f"{base}: no 2WikiMultiHopQA files: expected gold_1000/questions_with_gold.json + "
@@ -625,7 +424,7 @@ def load_gold_index_file(questions: Path, corpus: Path, *, name: str) -> Dataset
     docs = read_corpus(corpus)
     out = []
     for i, rec in enumerate(read_records(questions)):
-        r = _Rec(questions, i, rec)
+        r = Record(questions, i, rec)
         idx = r.get_list("gold_corpus_idx")
         keys = []
         for j, n in enumerate(idx):
@@ -638,7 +437,7 @@ def load_gold_index_file(questions: Path, corpus: Path, *, name: str) -> Dataset
                 if docs[n].title != t.strip():
                     raise r.error(f"gold_titles[{j}] = {t!r} but passage {n} of {corpus.name} is {docs[n].title!r}")
         answer, aliases = _answer_and_aliases(r)
-        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, tuple(dict.fromkeys(keys)), _type_of(r)))
+        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, tuple(dict.fromkeys(keys)), type_of(r)))
     return Dataset(name, tuple(out), docs, (str(questions), str(corpus)))
 
 
@@ -655,12 +454,12 @@ def load_hipporag(questions: Path, corpus: Path | None, *, name: str) -> Dataset
     sources = [str(questions)]
     build = corpus is None
     if corpus is not None:
-        index = _CorpusIndex(read_corpus(corpus))
+        index = CorpusIndex(read_corpus(corpus))
         sources.append(str(corpus))
     else:
-        index = _CorpusIndex()
+        index = CorpusIndex()
     for i, rec in enumerate(data):
-        r = _Rec(questions, i, rec)
+        r = Record(questions, i, rec)
         if r.has("paragraphs"):
             if r.rec.get("answerable") is False:
                 dropped += 1
@@ -690,11 +489,11 @@ def _load_hipporag_style(
         if base.is_file():
             qpath = base
         else:
-            pair = _find_pair(base, prefix)
+            pair = find_pair(base, prefix)
             if pair is not None:
                 qpath, cpath = pair[0], cpath or pair[1]
             else:
-                qpath = _find_raw(base, raw_globs)
+                qpath = find_raw(base, raw_globs)
                 if qpath is None:
                     raise InvalidInput(
                         f"{base}: no {name} files: expected {prefix}*.json + {prefix}*_corpus.json (HippoRAG layout) "
@@ -716,9 +515,9 @@ def _load_linearrag(base: Path | None, qpath: Path | None, cpath: Path | None) -
     docs = read_corpus(cpath)
     out = []
     for i, rec in enumerate(read_records(qpath)):
-        r = _Rec(qpath, i, rec)
+        r = Record(qpath, i, rec)
         answer, aliases = _answer_and_aliases(r)
-        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, (), _type_of(r)))
+        out.append(Question(r.qid(), r.get_str("question"), answer, aliases, (), type_of(r)))
     return Dataset(
         "linearrag", tuple(out), docs, (str(qpath), str(cpath)), ("the LinearRAG format has no gold passages",)
     )
@@ -754,13 +553,13 @@ def _wixqa_from_files(qfiles: Sequence[Path], corpus: Path | None) -> Dataset:
         raise InvalidInput("wixqa: the knowledge-base corpus file (wix_kb_corpus) is required")
     docs = []
     for i, rec in enumerate(read_records(corpus)):
-        r = _Rec(corpus, i, rec, "article")
+        r = Record(corpus, i, rec, "article")
         key = r.get_str("id", "_id", "key")
         title = r.get_str("title", required=False, allow_empty=True)
         if not title:
             url = r.get_str("url", required=False)
             title = url.rstrip("/").rsplit("/", 1)[-1].replace("-", " ") if url else ""
-        docs.append(_document(key, title, r.get_str("contents", "text")))
+        docs.append(corpus_document(key, title, r.get_str("contents", "text")))
     keys = {d.key for d in docs}
     if len(keys) != len(docs):
         raise InvalidInput(f"{corpus}: duplicate article ids")
@@ -769,7 +568,7 @@ def _wixqa_from_files(qfiles: Sequence[Path], corpus: Path | None) -> Dataset:
     for qf in qfiles:
         split = re.sub(r"^wixqa_", "", qf.stem).split("_")[0].split("-")[0] or qf.stem
         for i, rec in enumerate(read_records(qf)):
-            r = _Rec(qf, i, rec)
+            r = Record(qf, i, rec)
             gold = r.get_str_list("article_ids")
             missing = [g for g in gold if g not in keys]
             if missing:
@@ -797,12 +596,12 @@ def load_jsonl(questions: Path, corpus: Path) -> Dataset:
     """The generic format: a questions file of objects and a corpus file (see the module docstring)."""
     docs = read_corpus(corpus)
     keys = {d.key for d in docs}
-    index = _CorpusIndex(docs)
+    index = CorpusIndex(docs)
     problems: list[str] = []
     out = []
     seen: set[str] = set()
     for i, rec in enumerate(read_records(questions)):
-        r = _Rec(questions, i, rec)
+        r = Record(questions, i, rec)
         if r.has("answers"):
             answers = r.get_str_list("answers", required=True)
             if not answers:
@@ -825,5 +624,5 @@ def load_jsonl(questions: Path, corpus: Path) -> Dataset:
         if qid in seen:
             raise r.error(f"duplicate question id {qid!r}")
         seen.add(qid)
-        out.append(Question(qid, r.get_str("question"), answer, aliases, tuple(dict.fromkeys(gold)), _type_of(r)))
+        out.append(Question(qid, r.get_str("question"), answer, aliases, tuple(dict.fromkeys(gold)), type_of(r)))
     return Dataset("jsonl", tuple(out), docs, (str(questions), str(corpus)), tuple(problems))

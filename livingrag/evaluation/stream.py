@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from livingrag.corpus.progress import Progress
     from livingrag.db.engine import Database
     from livingrag.evaluation.metrics import Judge
-    from livingrag.pipeline.core import Answer, LivingRAG
+    from livingrag.pipeline.answer_pipeline import Answer, LivingRAG
 
 RECORDS_JSONL = "records.jsonl"
 RUN_JSON = "run.json"
@@ -164,7 +164,7 @@ def index_dataset_corpus(
     from livingrag.corpus import service
     from livingrag.corpus.chunking import document_key
     from livingrag.corpus.ingest import Document
-    from livingrag.db.repositories import corpus_graph
+    from livingrag.db.repositories import passages as passage_repo
     from livingrag.errors import NotFound
 
     tenant_id, _ = service.ensure_tenant(db, tenant)
@@ -178,7 +178,7 @@ def index_dataset_corpus(
     seconds = time.perf_counter() - t0
     by_doc_key = {document_key(d): d.external_id for d in docs}
     with db.tenant_session(tenant_id) as s:
-        doc_keys = corpus_graph.passage_doc_keys(s, info.id)
+        doc_keys = passage_repo.passage_doc_keys(s, info.id)
     key_of_passage = {pid: str(by_doc_key[dk]) for pid, dk in doc_keys.items() if dk in by_doc_key}
     return IndexedCorpus(tenant_id, info.id, key_of_passage, seconds)
 
@@ -387,7 +387,7 @@ class StreamRun:
     def run(self, *, fresh: bool = False) -> list[QueryRecord]:
         """Answer every stream (resuming what ``out_dir`` already holds) and return all records."""
         from livingrag.db.setup import open_database
-        from livingrag.pipeline.core import LivingRAG
+        from livingrag.pipeline.answer_pipeline import LivingRAG
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if fresh:

@@ -28,7 +28,7 @@ from livingrag.db.repositories import recovery
 from livingrag.db.repositories.experiences import DroppedRow
 from livingrag.errors import InvalidInput
 from livingrag.experience.flusher import PeriodicFlusher
-from livingrag.experience.store import positive_id
+from livingrag.experience.store_input import positive_id
 
 log = logging.getLogger(__name__)
 

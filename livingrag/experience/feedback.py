@@ -38,15 +38,17 @@ from sqlalchemy.orm import Session
 
 from livingrag.config import Settings
 from livingrag.db.engine import Database
-from livingrag.db.repositories import corpus_graph as corpus_repo
 from livingrag.db.repositories import experiences as repo
 from livingrag.db.repositories import gate as gate_repo
+from livingrag.db.repositories import graph_writer as graph_repo
+from livingrag.db.repositories import passages as passage_repo
 from livingrag.db.repositories import trust as trust_repo
 from livingrag.errors import Conflict, InvalidInput, NotFound
 from livingrag.experience.answer_reuse import question_key
 from livingrag.experience.grounding import extract_claims, grounding_score, passes_grounding
 from livingrag.experience.keysent import compose_summary, keysent, top_entities
-from livingrag.experience.store import ExperienceStore, positive_id
+from livingrag.experience.store import ExperienceStore
+from livingrag.experience.store_input import positive_id
 from livingrag.experience.template import mask
 from livingrag.experience.trust import Actor, evidence_hash
 from livingrag.experience.types import UsedPassage
@@ -471,7 +473,7 @@ class TrustService:
 
     def _lock_corpus(self, s: Session, corpus_id: int) -> None:
         """The write-back's locks: the corpus's evidence (shared) and its scope."""
-        corpus_repo.lock_evidence_shared(s, corpus_id)
+        graph_repo.lock_evidence_shared(s, corpus_id)
         repo.lock_scope(s, corpus_id)
 
     @staticmethod
@@ -504,7 +506,7 @@ class TrustService:
         if decision is not None and decision.candidate:
             cand = decision.candidate
             ids = [int(p["id"]) for p in cand.get("passages", [])]
-            texts = corpus_repo.passage_texts(s, q.corpus_id, ids)
+            texts = passage_repo.passage_texts(s, q.corpus_id, ids)
             passages = tuple(UsedPassage(id=i, text=texts[i][1], title=texts[i][0]) for i in ids if i in texts)
             claims: list[dict[str, Any]] = []
             gs = decision.grounding
@@ -527,7 +529,7 @@ class TrustService:
             m = trust_repo.experience_material(s, own)
         except NotFound:
             return None
-        texts = corpus_repo.passage_texts(s, q.corpus_id, m.source_passage_ids)
+        texts = passage_repo.passage_texts(s, q.corpus_id, m.source_passage_ids)
         return _Material(
             query=q.query,
             template=m.query_template or mask(q.query, None),
@@ -573,7 +575,7 @@ class TrustService:
         """The cited passages that changed or went since the answer (what write-back checks too)."""
         if material.hashes is None:
             return [p.id for p in material.passages] if material.stale else []
-        now = corpus_repo.passage_texts(s, corpus_id, list(material.hashes))
+        now = passage_repo.passage_texts(s, corpus_id, list(material.hashes))
         return sorted(i for i, h in material.hashes.items() if i not in now or evidence_hash(*now[i]) != h)
 
     def _store(
@@ -599,8 +601,8 @@ class TrustService:
                 f"source passage(s) {', '.join(map(str, changed))} changed or were deleted since the answer; "
                 "ask the question again"
             )
-        held = self.store._held_experiences(s, tenant_id)
-        refusal = self.store._quota_refusal(tenant_id, held)
+        held = self.store.held_experiences(s, tenant_id)
+        refusal = self.store.quota_refusal(tenant_id, held)
         if refusal is not None:
             return None, refusal
         exp = self.settings.experience

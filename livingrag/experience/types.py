@@ -130,7 +130,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class MatchResult:
-    """What :meth:`ExperienceStore.match` returns before retrieval.
+    """What :meth:`~livingrag.experience.store_matching.ExperienceMatcher.match` returns before retrieval.
 
     ``start_activation`` is a0 (eq. 8), or exactly the base activation when nothing was fused.
     ``top`` holds the top-K matches (eq. 7); ``fused_ids`` are those whose maps were fused: a

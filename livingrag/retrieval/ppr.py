@@ -2,7 +2,7 @@
 
 With reset distribution r (the reset vector scaled to sum 1), damping d (the probability of
 following an edge; LinearRAG uses d = 0.5) and the column-stochastic walk T of
-:func:`livingrag.retrieval.graph.transition_matrix`, the scores are the fixed point of
+:func:`livingrag.retrieval.corpus_graph.transition_matrix`, the scores are the fixed point of
 
     p = (1 - d) r + d (T p + (sum_{j dangling} p_j) r)
 

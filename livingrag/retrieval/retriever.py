@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from livingrag.corpus.matrices import GraphCache
+from livingrag.corpus.graph_loader import GraphCache
 from livingrag.corpus.normalize import normalize_entity
 from livingrag.errors import InvalidInput
 from livingrag.models.threads import limit_blas_threads, set_torch_threads
-from livingrag.retrieval.core import rank_passages
-from livingrag.retrieval.graph import CorpusGraph
+from livingrag.retrieval.corpus_graph import CorpusGraph
 from livingrag.retrieval.linking import (
     Link,
     base_activation,
@@ -44,6 +43,7 @@ from livingrag.retrieval.linking import (
     nearest_links,
 )
 from livingrag.retrieval.params import RetrievalParams
+from livingrag.retrieval.ranking import rank_passages
 from livingrag.retrieval.scoring import dense_scores, length_normalize, top_k
 from livingrag.types import Activation, CorpusInfo, QueryEncoding, RetrievalResult, RetrievedPassage, SeedEntity
 

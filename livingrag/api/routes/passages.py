@@ -46,10 +46,10 @@ from livingrag.api.schemas import (
     Text,
 )
 from livingrag.corpus import service
-from livingrag.corpus.graph import IndexReport
+from livingrag.corpus.graph_loader import current_version
 from livingrag.corpus.index_jobs import IndexJobRecord, JobProgress, JobState
+from livingrag.corpus.indexer import IndexReport
 from livingrag.corpus.ingest import Document
-from livingrag.corpus.matrices import current_version
 from livingrag.corpus.service import PassageRecord
 from livingrag.quotas import check_quota
 from livingrag.retrieval.retriever import shared_graph_cache

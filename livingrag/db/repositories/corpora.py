@@ -125,7 +125,7 @@ def bump_version(session: Session, corpus_id: int, *, appended: bool = False) ->
     ``appended``: the change only added rows (passages with their sentences, new entities with
     their vectors, edges naming a new passage) and altered none a loaded graph holds. Any other
     change also sets ``rewrite_version`` to the new version, so that a graph loaded before it is
-    read again in full (:func:`~livingrag.db.repositories.corpus_graph.load_graph_tables_appended`
+    read again in full (:func:`~livingrag.db.repositories.graph_tables.load_graph_tables_appended`
     reads only the new rows when there was none since). When unsure, leave it False.
     """
     v = session.execute(

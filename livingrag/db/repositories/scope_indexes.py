@@ -9,12 +9,13 @@ over one (tenant, corpus) pair::
       USING hnsw ((query_embedding::halfvec(<dim>)) halfvec_cosine_ops)
       WHERE embedding_dim = <dim> AND tenant_id = <tenant> AND corpus_id = <corpus>
 
-Preselection writes the scope's ids into its statement (see ``experiences._preselect_sql``), so the
-planner proves this predicate and walks the scope's own graph; scopes without one keep using the
-shared index. Indexes are built and dropped ``CONCURRENTLY`` (write-backs go on meanwhile), which
-cannot run inside a transaction: the functions that change indexes take a connection in autocommit
-mode, and the caller owns it. A build that was interrupted leaves an *invalid* index, which the
-planner ignores; :func:`list_scope_indexes` reports it so that it can be rebuilt.
+Preselection writes the scope's ids into its statement (see
+``experience_candidates._preselect_sql``), so the planner proves this predicate and walks the
+scope's own graph; scopes without one keep using the shared index. Indexes are built and dropped
+``CONCURRENTLY`` (write-backs go on meanwhile), which cannot run inside a transaction: the
+functions that change indexes take a connection in autocommit mode, and the caller owns it. A build
+that was interrupted leaves an *invalid* index, which the planner ignores; :func:`list_scope_indexes`
+reports it so that it can be rebuilt.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ cross-tenant expiry/prune/stats, scope-index planning) need every tenant's rows.
 explicit route: the policy ``owner_maintenance`` on each table, which applies only to the table's
 owner (``TO <owner>``: the application role and its login roles never match it, whatever they
 set) and only in a transaction that set ``livingrag.maintenance = 'on'``, which
-``Database.owner_session`` does and nothing else in the code may (``tests/test_owner_route.py``).
+``Database.owner_session`` does and nothing else in the code may (``tests/db/test_owner_route.py``).
 
 ``livingrag_api_key_grant`` (SECURITY DEFINER, runs as the owner) resolves a key before any tenant
 is known, so it sets ``livingrag.maintenance`` for its own duration (in plpgsql: a non-superuser

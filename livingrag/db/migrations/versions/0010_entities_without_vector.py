@@ -1,7 +1,7 @@
 """A partial index on the entities that have no vector yet.
 
 After every indexing run the indexer looks for entities a concurrent change left without a vector
-(``corpus_graph.entities_without_embedding``: there are almost never any). Without an index that
+(``graph_writer.entities_without_embedding``: there are almost never any). Without an index that
 look-up read every entity of the corpus: 17 ms of a 5-passage add on 2Wiki's corpus (40,799
 entities), in the request of every passage add. The index holds only the rows it looks for, so it
 is empty nearly always and costs the writes nothing.

@@ -15,7 +15,7 @@
   once. An update that leaves title and text as they were (an embedding, counts) marks nothing.
 
   The application's locking rule holds on the SQL path too: a change that does not already hold
-  the corpus's evidence lock (``corpus_graph.lock_evidence``; the application takes it before it
+  the corpus's evidence lock (``graph_writer.lock_evidence``; the application takes it before it
   changes passages) takes it here, waiting for the write-backs that hold it shared, and moves the
   corpus's version (``version`` and ``rewrite_version``, as ``corpora.bump_version`` does), so a
   write-back either committed before the change (and is marked by it) or finds the version moved
@@ -61,7 +61,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 EVIDENCE_LOCK_BASE = 0x4C52_4500_0000_0000
-"""``livingrag.db.repositories.corpus_graph._EVIDENCE_LOCK_BASE`` (the corpus id is added), frozen here."""
+"""``livingrag.db.repositories.graph_writer._EVIDENCE_LOCK_BASE`` (the corpus id is added), frozen here."""
 APP_INSERTABLE = "tenant_id, name, key_hash, prefix, scopes, expires_at"
 CREATE_ARGS = "bigint, text, text, text, text[], timestamptz"
 
