@@ -679,11 +679,93 @@ def _describe(err: ValidationError) -> str:
     return "invalid settings:\n  " + "\n  ".join(lines)
 
 
+OTHER_ENV_VARS = frozenset(
+    {
+        "LIVINGRAG_TENANT",  # the CLI's --tenant
+        "LIVINGRAG_API_KEY",  # the load benchmarks' --key
+        "LIVINGRAG_LLM_CHILD_TOKEN",  # set by livingrag for the local model's worker process
+        "LIVINGRAG_SHARED_LIMITS_FILE",  # set by `serve --workers N` for its workers
+        "LIVINGRAG_VENV",  # scripts/install.sh
+        "LIVINGRAG_WHEEL_CACHE",  # scripts/install.sh
+        "LIVINGRAG_OWNER_PASSWORD",  # docker-compose.yml and deploy/postgres-init
+        "LIVINGRAG_WEB_PASSWORD",
+        "LIVINGRAG_ADMIN_KEY",
+        "LIVINGRAG_DB_NAME",
+        "LIVINGRAG_TEST_DB_URL",  # the test suite's
+        "LIVINGRAG_REQUIRE_BROWSER",
+        "LIVINGRAG_UI_SCREENSHOTS",
+        "LIVINGRAG_SHARED_DATASETS",
+        "LIVINGRAG_TEST_LOAD_SECONDS",
+        "LIVINGRAG_TEST_FAIRNESS_SECONDS",
+    }
+)
+"""``LIVINGRAG_*`` variables that are no setting but are read by livingrag's commands, scripts or tests."""
+
+
+def setting_env_names() -> frozenset[str]:
+    """Every environment variable a setting is read from: ``LIVINGRAG_<GROUP>__<NAME>`` for each
+    setting, and ``LIVINGRAG_<GROUP>`` (a whole group as JSON) and ``LIVINGRAG_<NAME>`` for the root's."""
+    names: set[str] = set()
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, f in model.model_fields.items():
+            env = f"{prefix}{name.upper()}"
+            names.add(env)
+            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+                walk(f.annotation, env + "__")
+
+    walk(Settings, "LIVINGRAG_")
+    return frozenset(names)
+
+
+def unknown_env_vars(environ: dict[str, str] | os._Environ[str] | None = None) -> list[tuple[str, str | None]]:
+    """The ``LIVINGRAG_*`` variables of ``environ`` (default: this process's) that no setting reads
+    and livingrag does not use otherwise (:data:`OTHER_ENV_VARS`), each with the closest real
+    setting's variable (None when none is close): a misspelling is ignored by the settings loader."""
+    import difflib
+
+    env = os.environ if environ is None else environ
+    known = setting_env_names()
+    squeezed = {k.replace("__", "_"): k for k in known}  # LIVINGRAG_LLM_MODEL -> LIVINGRAG_LLM__MODEL
+    tails = {k.removeprefix("LIVINGRAG_"): k for k in known}
+    out: list[tuple[str, str | None]] = []
+    for var in sorted(env):
+        upper = var.upper()
+        if not upper.startswith("LIVINGRAG_") or upper in known or upper in OTHER_ENV_VARS:
+            continue
+        close = difflib.get_close_matches(upper.removeprefix("LIVINGRAG_"), sorted(tails), n=1, cutoff=0.75)
+        out.append((var, squeezed.get(upper) or (tails[close[0]] if close else None)))
+    return out
+
+
+def describe_unknown_env(unknown: list[tuple[str, str | None]]) -> str:
+    """One line naming the unknown variables and the setting each was probably meant to be."""
+    parts = [f"{var} (did you mean {guess}?)" if guess else var for var, guess in unknown]
+    return "unknown LIVINGRAG_* variables (no setting reads them): " + ", ".join(parts)
+
+
+_warned_env: set[str] = set()
+
+
+def warn_unknown_env() -> list[tuple[str, str | None]]:
+    """Log once per process (a warning) the unknown ``LIVINGRAG_*`` variables of the environment."""
+    unknown = [u for u in unknown_env_vars() if u[0] not in _warned_env]
+    if unknown:
+        import logging
+
+        _warned_env.update(var for var, _ in unknown)
+        logging.getLogger(__name__).warning("%s", describe_unknown_env(unknown))
+    return unknown
+
+
 def get_settings(**overrides: Any) -> Settings:
     """Build the settings from the environment, ``.env`` and explicit overrides.
 
-    Raises :class:`ConfigError` naming every invalid setting.
+    Raises :class:`ConfigError` naming every invalid setting. An environment variable that looks
+    like a setting but is none (``LIVINGRAG_LLM_MODEL`` for ``LIVINGRAG_LLM__MODEL``) is named in
+    a warning, once per process (:func:`warn_unknown_env`).
     """
+    warn_unknown_env()
     try:
         return Settings(**overrides)
     except ValidationError as err:
@@ -700,40 +782,3 @@ def mask_url(value: str) -> str:
         user = m.group(2)
         return f"{m.group(1)}{user}:{_SECRET_MASK}@{m.group(4)}" if m.group(3) else value
     return _SECRET_MASK
-
-
-def settings_as_dict(settings: Settings, *, mask_secrets: bool = True) -> dict[str, Any]:
-    """The effective settings as plain JSON-able data, secrets masked."""
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, SecretStr):
-            return mask_url(v.get_secret_value()) if mask_secrets else v.get_secret_value()
-        if isinstance(v, BaseModel):
-            return {k: conv(getattr(v, k)) for k in type(v).model_fields}
-        if isinstance(v, Path):
-            return str(v)
-        return v
-
-    return conv(settings)
-
-
-def settings_table() -> str:
-    """The settings table of docs/configuration.md: every setting's variable, default and meaning."""
-    from pydantic_core import PydanticUndefined
-
-    def default_of(info: Any) -> str:
-        if info.default is not PydanticUndefined:
-            d = info.default
-            return "unset" if d is None else f"`{d}`"
-        return "per user (see below)"
-
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for group, field in Settings.model_fields.items():
-        model = field.annotation
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            for key, info in model.model_fields.items():
-                desc = (info.description or "").replace("|", "\\|")
-                rows.append(f"| `LIVINGRAG_{group.upper()}__{key.upper()}` | {default_of(info)} | {desc} |")
-        else:
-            rows.append(f"| `LIVINGRAG_{group.upper()}` | {default_of(field)} | {field.description or ''} |")
-    return "\n".join(rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from livingrag.config import settings_table
+from livingrag.config_view import settings_table
 
 TABLE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"

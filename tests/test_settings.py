@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from livingrag.config import get_settings, mask_url, settings_as_dict
+from livingrag.config import get_settings, mask_url
+from livingrag.config_view import settings_as_dict
 from livingrag.errors import ConfigError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from livingrag.cli.common import (
     console,
@@ -18,7 +18,7 @@ from livingrag.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from livingrag.pipeline.core import Answer, LivingRAG
+    from livingrag.pipeline.answer_pipeline import Answer, LivingRAG
 
 ASK_HELP = (
     "Answer one question over a corpus: experience match, activation fusion, LinearRAG retrieval, the "
@@ -52,7 +52,7 @@ _MODE, _ABLATIONS = _mode_options()
 
 
 def _open(corpus: str, tenant: str) -> tuple[LivingRAG, int, int]:
-    from livingrag.pipeline.core import LivingRAG
+    from livingrag.pipeline.answer_pipeline import LivingRAG
 
     settings = load_settings()
     rag = LivingRAG(settings)
@@ -66,13 +66,20 @@ def _open(corpus: str, tenant: str) -> tuple[LivingRAG, int, int]:
 
 
 def answer_dict(a: Answer) -> dict[str, Any]:
-    """A JSON-ready view of an answer (the write-back decision is added by the caller)."""
+    """A JSON-ready view of an answer (the write-back decision is added by the caller); ``citations``
+    are the numbers ``[n]`` of the passages the answer rests on (``livingrag.generation.citations``)."""
+    from livingrag.generation.citations import cite
+
     return {
         "question": a.question,
         "answer": a.answer,
         "explanation": a.explanation,
         "system": a.system,
         "passages": [{"id": p.id, "title": p.title, "score": p.score, "text": p.text} for p in a.passages],
+        "citations": [
+            {"number": n, "passage_id": a.passages[n - 1].id, "title": a.passages[n - 1].title}
+            for n in cite(a.answer, a.explanation, a.passages).numbers
+        ],
         "fused_experiences": [
             {"id": m.id, "query": m.query, "score": m.score, "weight": m.weight, "confidence": m.confidence}
             for m in a.fused
@@ -112,14 +119,26 @@ def _writeback(a: Answer, timeout: float) -> dict[str, Any] | None:
 
 
 def _show(a: Answer, passages: int) -> None:
-    console.print(f"[bold green]{a.answer or '(no answer)'}[/bold green]")
-    if a.explanation:
-        console.print(f"[dim]{a.explanation}[/dim]")
-    table = Table("#", "score", "title", "passage")
-    for i, p in enumerate(a.passages[:passages], 1):
-        snippet = p.text if len(p.text) <= 140 else p.text[:137] + "..."
-        table.add_row(str(i), f"{p.score:.4f}", p.title, snippet)
-    console.print(table)
+    """The answer, a short explanation ending in numbered citations ``[n]``, and the sources: the
+    passages given to the model, numbered as in its prompt (``livingrag.generation.citations``)."""
+    from livingrag.generation.citations import cite
+
+    cited = cite(a.answer, a.explanation, a.passages)
+    console.print(f"[bold]Answer:[/bold] [bold green]{escape(a.answer or '(no answer)')}[/bold green]")
+    if cited.explanation:
+        console.print(f"[bold]Why:[/bold] {escape(cited.explanation)}", highlight=False)
+    sources = [n for n in range(1, len(a.passages) + 1) if n <= passages or n in cited.numbers]
+    if sources:
+        console.print("[bold]Sources:[/bold]")
+    for n in sources:
+        p = a.passages[n - 1]
+        mark = "[bold]" if n in cited.numbers else ""
+        end = "[/bold]" if mark else ""
+        title = escape(p.title or "(untitled)")
+        console.print(f"  {mark}\\[{n}] {title}{end} [dim](passage {p.id}, score {p.score:.3f})[/dim]", highlight=False)
+        snippet = " ".join(p.text.split())
+        snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
+        console.print(f"      [dim]{escape(snippet)}[/dim]", highlight=False)
     if a.fused:
         fused = "; ".join(f"#{m.id} {m.query!r} (w={m.weight:.2f})" for m in a.fused)
         console.print(f"[bold]experiences fused[/bold]: {fused}")

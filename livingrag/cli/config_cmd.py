@@ -17,7 +17,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print docs/configuration.md's settings table (defaults)."),
 ) -> None:
-    from livingrag.config import settings_as_dict, settings_table
+    from livingrag.config_view import settings_as_dict, settings_table
 
     if markdown:
         typer.echo(settings_table())

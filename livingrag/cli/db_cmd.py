@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from livingrag.cli.common import console, examples, open_database, print_json
+from livingrag.cli.common import console, examples, load_settings, open_database, print_json
 
 app = typer.Typer(help="Database schema and server." + examples("livingrag db status"), no_args_is_help=True)
 
@@ -102,3 +102,78 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             f"[yellow]{', '.join(pending)}: configured values take effect when the embedded server restarts "
             "(when no process uses it)[/yellow]"
         )
+
+
+_EMBEDDED_NOTE = (
+    "the embedded server runs while a livingrag process holds it (this command lets it go when it ends, "
+    "unless another one, such as `livingrag serve`, holds it); `livingrag db url --hold` keeps it up until "
+    "Ctrl-C, `livingrag db psql` opens psql on it"
+)
+
+
+@app.command(
+    help="Print the connection string of the database in use, for psql, pg_dump or any libpq client. For the "
+    "embedded server that is its superuser 'postgres' over its unix socket (no password; the socket folder is "
+    "in the string); it runs only while a livingrag process holds it: --hold keeps it up until Ctrl-C. An "
+    "external server's password is left out unless --show-password."
+    + examples("livingrag db url", "livingrag db url --hold", 'psql "$(livingrag db url)" -c "\\dv"')
+)
+def url(
+    hold: bool = typer.Option(False, "--hold", help="Keep the embedded server running until Ctrl-C."),
+    show_password: bool = typer.Option(False, "--show-password", help="Print an external server's password too."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    import contextlib
+    import threading
+
+    from livingrag.cli.common import err_console
+    from livingrag.db.client import libpq_url
+
+    settings = load_settings()
+    # the embedded database is brought to head, as every command does (an external one is only reached)
+    with open_database(settings, check_schema=settings.db.url is None) as db:
+        embedded = db.embedded is not None
+        shown = libpq_url(db.owner_url, password=show_password)
+        if as_json:
+            print_json({"url": shown, "server": "embedded" if embedded else "external"})
+        else:
+            typer.echo(shown)
+            if embedded:
+                err_console.print(f"[dim]{_EMBEDDED_NOTE}[/dim]")
+        if hold and embedded:
+            err_console.print("[dim]holding the embedded server; Ctrl-C lets it go[/dim]")
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait()
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Open psql on the database in use (the embedded server's own psql when there is one, else psql on "
+    "PATH), as its owner: the superuser 'postgres' of the embedded server, or the LIVINGRAG_DB__URL login. "
+    "Arguments after -- go to psql. The embedded server stays up until psql ends. A superuser sees every "
+    "tenant's rows; `SET ROLE livingrag_app; SET livingrag.tenant_id = '3';` sees tenant 3's only, as the app does."
+    + examples("livingrag db psql", "livingrag db psql -- -c 'SELECT * FROM writeback_gate_stats'"),
+)
+def psql(ctx: typer.Context) -> None:
+    import os
+    import signal
+    import subprocess
+
+    from livingrag.db.client import client_env, libpq_url, psql_executable
+    from livingrag.errors import ConfigError
+
+    exe = psql_executable()
+    if exe is None:
+        raise ConfigError("no psql found: install PostgreSQL's client (apt-get install postgresql-client)")
+    settings = load_settings()
+    with open_database(settings, check_schema=settings.db.url is None) as db:
+        env = client_env(db.owner_url, dict(os.environ))
+        previous = signal.getsignal(signal.SIGINT)
+        # Ctrl-C belongs to psql (it cancels the running query); a handler, unlike SIG_IGN, is not
+        # inherited by psql
+        signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+        try:
+            code = subprocess.call([exe, libpq_url(db.owner_url), *ctx.args], env=env)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    raise typer.Exit(code)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 CHECKS_HELP = (
     "python (3.11+), settings (they validate), cpu and runtime (the local model's CPU and llama.cpp build; "
     "llm.provider=local only), data_dir (writable, free space), database (reachable, pgvector), schema (at the "
-    "migrations' head), embedding and ner (the models load and run), llm (one real completion)"
+    "migrations' head), embedding and ner (the models load and run), verifier (the grounding gate's claim verifier; "
+    "auto says when it falls back to the offline one), llm (one real completion)"
 )
 
 DOCTOR_HELP = (

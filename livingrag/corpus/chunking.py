@@ -6,6 +6,12 @@ start every ``chunk_tokens - overlap`` tokens (the last window ends at the docum
 chunk's text is the exact slice of the document from its first to its last token. Consecutive
 chunks of one document share a ``doc_key`` and carry ``chunk_index`` 0, 1, ...; the graph links
 them (and nothing else: passages of different documents are never linked).
+
+A document with sections (a PDF, DOCX, HTML or Markdown file, :mod:`livingrag.io.readers`) is cut
+along them: consecutive sections share a passage while it holds at most ``chunk_tokens`` tokens,
+a longer section is cut into windows as above, and every section's text in a passage, each window
+included, starts with its heading path (``"Depots › Cold storage"``) on a line of its own, so a
+passage keeps the context its text came from.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class PassageDraft:
     token_count: int
     content_hash: str
     source: str
+    title_entity: bool = True  # False: the title is only a file name, never an entity
 
     @property
     def length(self) -> int:
@@ -51,27 +58,62 @@ def chunk_document(doc: Document, *, chunk_tokens: int = 600, overlap: int = 60)
     """Split ``doc`` into passages (see the module docstring)."""
     if chunk_tokens < 1 or not 0 <= overlap < chunk_tokens:
         raise ValueError(f"need chunk_tokens >= 1 and 0 <= overlap < chunk_tokens, got {chunk_tokens}, {overlap}")
-    spans = [m.span() for m in _TOKEN.finditer(doc.text)]
+    texts = _section_texts(doc, chunk_tokens, overlap) if doc.sections else _windows(doc.text, chunk_tokens, overlap)
     key = document_key(doc)
     ext = doc.external_id
-    if len(spans) <= chunk_tokens:
-        text = doc.text.strip()
-        return [PassageDraft(doc.title, text, key, 0, ext, len(spans), content_hash(doc.title, text), doc.source)]
-    step = chunk_tokens - overlap
     out: list[PassageDraft] = []
+    for i, text in enumerate(texts):
+        chunk_ext = f"{ext}#{i}" if ext is not None and len(texts) > 1 else ext
+        n = len(_TOKEN.findall(text))
+        h = content_hash(doc.title, text)
+        out.append(PassageDraft(doc.title, text, key, i, chunk_ext, n, h, doc.source, doc.title_is_entity))
+    return out
+
+
+def _windows(text: str, chunk_tokens: int, overlap: int) -> list[str]:
+    """``text`` whole when it holds at most ``chunk_tokens`` tokens, else its overlapping windows."""
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    if len(spans) <= chunk_tokens:
+        return [text.strip()]
+    out: list[str] = []
     start = 0
     while True:
         end = min(start + chunk_tokens, len(spans))
-        text = doc.text[spans[start][0] : spans[end - 1][1]]
-        chunk_ext = f"{ext}#{len(out)}" if ext is not None else None
-        out.append(
-            PassageDraft(
-                doc.title, text, key, len(out), chunk_ext, end - start, content_hash(doc.title, text), doc.source
-            )
-        )
+        out.append(text[spans[start][0] : spans[end - 1][1]])
         if end == len(spans):
             return out
-        start += step
+        start += chunk_tokens - overlap
+
+
+def _section_texts(doc: Document, chunk_tokens: int, overlap: int) -> list[str]:
+    """The passage texts of a document with sections (see the module docstring)."""
+    out: list[str] = []
+    pack: list[str] = []
+    packed = 0
+
+    def flush() -> None:
+        nonlocal packed
+        if pack:
+            out.append("\n\n".join(pack))
+            pack.clear()
+            packed = 0
+
+    for section in doc.sections:
+        head = section.context
+        head_tokens = len(_TOKEN.findall(head))
+        body_tokens = len(_TOKEN.findall(section.text))
+        if head_tokens + body_tokens > chunk_tokens:
+            flush()
+            room = max(chunk_tokens - head_tokens, overlap + 1, 1)
+            for window in _windows(section.text, room, min(overlap, room - 1)):
+                out.append(f"{head}\n{window}" if head else window)
+            continue
+        if packed + head_tokens + body_tokens > chunk_tokens:
+            flush()
+        pack.append(f"{head}\n{section.text.strip()}" if head else section.text.strip())
+        packed += head_tokens + body_tokens
+    flush()
+    return out
 
 
 __all__ = ["PassageDraft", "chunk_document", "content_hash", "document_key"]

@@ -8,26 +8,37 @@ Accepted inputs (by path):
   titles to a text or a list of sentences (HotpotQA's corpus format).
 * ``*.jsonl``: one object or string per line, as above; so is a ``*.json`` file that holds JSON
   lines (read by content, :func:`livingrag.io.records.read_structured`).
-* ``*.txt`` / ``*.md``: one document; its title is the file name without the suffix.
-* a folder: every ``.txt`` and ``.md`` file under it (recursively, in path order).
+* ``*.pdf``, ``*.docx``, ``*.html``/``*.htm``, ``*.md``/``*.markdown``: one document each, read
+  with its structure (:mod:`livingrag.io.readers`: the title from the first heading or the
+  metadata, sections from the headings, markup stripped, tables as rows of text).
+* ``*.txt``: one document; its title is the file name without the suffix (no entity).
+* a folder: every document file under it (recursively, in path order; hidden files and folders
+  left out). Its other files are listed as skipped with the reason (:func:`read_inputs`), never
+  left out silently; ``.json``/``.jsonl`` corpora are indexed one file at a time.
 
-Any problem (not UTF-8, not JSON, an empty file, a record without text, a wrong type) raises
-:class:`~livingrag.errors.InvalidInput` naming the file and the record, before the indexer
-writes anything.
+Any problem (not UTF-8, not JSON, an empty file, a record without text, a wrong type, a damaged or
+empty document) raises :class:`~livingrag.errors.InvalidInput` naming the file and the record,
+before the indexer writes anything; in a folder every unreadable file is listed in one error.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from livingrag.errors import InvalidInput
 from livingrag.io.documents import Document
-from livingrag.io.records import Structured, read_structured, read_text
+from livingrag.io.readers import DOCUMENT_SUFFIXES, read_document
+from livingrag.io.records import Structured, read_structured
 
-TEXT_SUFFIXES = (".txt", ".md")
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = tuple(DOCUMENT_SUFFIXES)
+"""The suffixes of the files read as one document each (plain text and the structured formats)."""
 ID_FIELDS = ("id", "_id", "idx")
 _LINEARRAG_PREFIX = re.compile(r"^\d+:")
 
@@ -116,33 +127,98 @@ def _documents(path: Path, parsed: Structured) -> list[Document]:
 
 
 def read_text_file(path: Path, root: Path | None = None) -> Document:
-    text = read_text(path)
-    rel = path.relative_to(root).as_posix() if root is not None else path.name
-    return Document(title=path.stem, text=text.strip(), external_id=rel, source=rel)
+    """The document in one file of :data:`TEXT_SUFFIXES` (:func:`livingrag.io.readers.read_document`)."""
+    return read_document(path, root)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file of a folder that was not read, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ReadResult:
+    """The documents read from a file or folder, and the folder's files that were not read."""
+
+    documents: list[Document]
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def _skip_reason(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        return f"a {suffix} corpus is indexed on its own: livingrag index {path.name}"
+    return f"not a document type ({suffix or 'no suffix'}; documents are {', '.join(TEXT_SUFFIXES)})"
+
+
+def read_folder_inputs(path: Path) -> ReadResult:
+    """Every document file under the folder ``path`` (hidden files and folders left out), each read
+    and validated; the other files are listed as skipped. Every file that cannot be read is named,
+    with its reason, in one :class:`InvalidInput`."""
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    visible = [p for p in files if not any(part.startswith(".") for part in p.relative_to(path).parts)]
+    docs: list[Document] = []
+    skipped: list[Skipped] = []
+    errors: list[str] = []
+    for f in visible:
+        if f.suffix.lower() not in TEXT_SUFFIXES:
+            skipped.append(Skipped(f.relative_to(path).as_posix(), _skip_reason(f)))
+            continue
+        try:
+            docs.append(read_text_file(f, path))
+        except InvalidInput as exc:
+            errors.append(str(exc))
+    if errors:
+        head = "1 file" if len(errors) == 1 else f"{len(errors)} files"
+        raise InvalidInput(f"{path}: {head} cannot be read (nothing was indexed):\n  " + "\n  ".join(errors))
+    if not docs:
+        raise InvalidInput(
+            f"{path}: the folder has no document files ({', '.join(TEXT_SUFFIXES)})"
+            + (f"; skipped: {', '.join(s.path for s in skipped[:10])}" if skipped else "")
+        )
+    hidden = len(files) - len(visible)
+    if hidden:
+        skipped.append(Skipped(f"{hidden} hidden file(s)", "names starting with '.' are left out"))
+    return ReadResult(docs, skipped)
 
 
 def read_folder(path: Path) -> list[Document]:
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
-    if not files:
-        raise InvalidInput(f"{path}: the folder has no .txt or .md files")
-    return [read_text_file(f, path) for f in files]
+    result = read_folder_inputs(path)
+    for s in result.skipped:
+        log.warning("%s: skipped %s: %s", path, s.path, s.reason)
+    return result.documents
 
 
-def read_corpus(path: str | Path) -> list[Document]:
-    """Every document under ``path`` (file or folder), fully validated (see the module docstring)."""
+def read_inputs(path: str | Path) -> ReadResult:
+    """Every document under ``path`` (file or folder), fully validated (see the module docstring),
+    with the folder's files that were skipped."""
     p = Path(path).expanduser()
     if not p.exists():
         raise InvalidInput(f"{p}: no such file or folder")
     if p.is_dir():
-        return read_folder(p)
+        return read_folder_inputs(p)
     suffix = p.suffix.lower()
     if suffix == ".json":
-        return read_json(p)
+        return ReadResult(read_json(p))
     if suffix == ".jsonl":
-        return read_jsonl(p)
+        return ReadResult(read_jsonl(p))
     if suffix in TEXT_SUFFIXES:
-        return [read_text_file(p)]
-    raise InvalidInput(f"{p}: unsupported file type {suffix or '(none)'}; give .json, .jsonl, .txt, .md or a folder")
+        return ReadResult([read_text_file(p)])
+    raise InvalidInput(
+        f"{p}: unsupported file type {suffix or '(none)'}; give .json, .jsonl, {', '.join(TEXT_SUFFIXES)} or a folder"
+    )
+
+
+def read_corpus(path: str | Path) -> list[Document]:
+    """Every document under ``path`` (file or folder), fully validated (see the module docstring);
+    a folder's skipped files are logged as warnings."""
+    result = read_inputs(path)
+    for s in result.skipped:
+        log.warning("%s: skipped %s: %s", path, s.path, s.reason)
+    return result.documents
 
 
 def documents_from_records(records: Iterable[dict[str, Any] | str], *, source: str = "input") -> list[Document]:
@@ -151,4 +227,14 @@ def documents_from_records(records: Iterable[dict[str, Any] | str], *, source: s
     return [_record(path, f"record at index {i}", r) for i, r in enumerate(records)]
 
 
-__all__ = ["Document", "documents_from_records", "read_corpus", "read_folder", "read_json", "read_jsonl"]
+__all__ = [
+    "Document",
+    "ReadResult",
+    "Skipped",
+    "documents_from_records",
+    "read_corpus",
+    "read_folder",
+    "read_inputs",
+    "read_json",
+    "read_jsonl",
+]

@@ -18,6 +18,35 @@ from livingrag.experience.verifiers.base import EvidenceSelector, TextEncoder, V
 from livingrag.generation.llm import LLM
 
 log = logging.getLogger(__name__)
+_fallbacks_said: set[str] = set()
+
+
+def nli_model_problem(model: str) -> str | None:
+    """Why the NLI model ``model`` cannot be loaded here, or None when its files are present (a
+    local folder, or the Hugging Face cache): a look at the files, without loading the model, as
+    ``livingrag doctor`` reports which verifier ``gates.verifier=auto`` will use."""
+    from pathlib import Path
+
+    why = f"NLI model {model!r} is not available locally (livingrag never downloads models)"
+    weights = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file() or not any((folder / w).is_file() for w in weights):
+            return f"{why}: {folder} holds no config.json and weights"
+        return None
+    if model.startswith(("/", ".", "~")):
+        return f"{why}: no folder {folder}"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return f"{why}: huggingface_hub is not installed"
+    try:
+        cached = [try_to_load_from_cache(model, f) for f in ("config.json", *weights)]
+    except Exception as exc:  # a name that is no repository id
+        return f"{why}: {exc}"
+    if not isinstance(cached[0], str) or not any(isinstance(c, str) for c in cached[1:]):
+        return f"{why}: no weights at that path or in the Hugging Face cache"
+    return None
 
 
 @dataclass(frozen=True)
@@ -50,7 +79,8 @@ def build_verifier(
     """Resolve ``kind`` (auto | nli | llm | judge | offline | none) into a verifier.
 
     ``nli`` raises :class:`ModelUnavailable` when the model cannot be loaded; ``auto`` then falls
-    back to ``offline`` and says so (a warning, and ``fallback_reason`` in every decision).
+    back to ``offline`` and says so: a log note (info, once per process; ``livingrag doctor`` reports
+    it) and ``fallback_reason`` in every decision.
     """
     get_encoder: Callable[[], TextEncoder] = encoder if callable(encoder) else (lambda: encoder)
     kind = kind.strip().lower()
@@ -85,11 +115,15 @@ def build_verifier(
                 raise
             from livingrag.experience.verifiers.offline import OfflineVerifier
 
-            log.warning("grounding gate: %s; falling back to the offline verifier (gates.verifier=auto)", exc)
+            # Said once per process, as a note: `livingrag doctor` reports the fallback (its verifier
+            # check), and every decision records it (fallback_reason); a warning on every `ask` helped no one.
+            level = logging.DEBUG if str(exc) in _fallbacks_said else logging.INFO
+            _fallbacks_said.add(str(exc))
+            log.log(level, "grounding gate: %s; falling back to the offline verifier (gates.verifier=auto)", exc)
             return ResolvedVerifier(
                 OfflineVerifier(encoder=get_encoder(), evidence_k=evidence_k), "offline", kind, fallback_reason=str(exc)
             )
     raise ConfigError(f"unknown verifier {kind!r}; choose one of auto, nli, llm, judge, offline, none")
 
 
-__all__ = ["EvidenceSelector", "ResolvedVerifier", "TextEncoder", "Verifier", "build_verifier"]
+__all__ = ["EvidenceSelector", "ResolvedVerifier", "TextEncoder", "Verifier", "build_verifier", "nli_model_problem"]
