@@ -30,11 +30,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.orm import Session
-
 from livingrag.corpus.graph_loader import graph_from_tables
 from livingrag.db.engine import Database
+from livingrag.db.repositories import corpora as corpus_repo
 from livingrag.db.repositories import graph_tables as tables_repo
 from livingrag.db.repositories import graph_writer as graph_repo
 from livingrag.db.repositories import passages as passage_repo
@@ -78,10 +76,6 @@ def _median_ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000, 2)
 
 
-def _snapshot(s: Session) -> None:
-    s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-
-
 def run_graph_load_bench(
     db: Database,
     tenant_id: int,
@@ -108,7 +102,7 @@ def run_graph_load_bench(
         say(f"full load {r + 1}/{rounds}")
         t0 = time.perf_counter()
         with db.tenant_session(tenant_id) as s:
-            _snapshot(s)
+            tables_repo.repeatable_read(s)
             tables = tables_repo.load_graph_tables(s, corpus.id, dim)
         t1 = time.perf_counter()
         graph = graph_from_tables(corpus.id, tables)
@@ -119,7 +113,7 @@ def run_graph_load_bench(
         say(f"rewrite load {r + 1}/{rounds}")
         t0 = time.perf_counter()
         with db.tenant_session(tenant_id) as s:
-            _snapshot(s)
+            tables_repo.repeatable_read(s)
             tables_repo.load_graph_tables_since(s, corpus.id, dim, tables)
         since_reads.append(time.perf_counter() - t0)
     report = GraphLoadReport(
@@ -143,35 +137,24 @@ def run_graph_load_bench(
 
 def _appended(db: Database, tenant_id: int, corpus: CorpusInfo, k: int, rounds: int) -> AppendedLoad:
     """The appended load of the corpus's ``k`` newest passages, in a transaction rolled back."""
-    dim, c = corpus.embedding_dim, {"c": corpus.id}
+    dim = corpus.embedding_dim
     reads, builds = [], []
     with db.tenant_session(tenant_id) as s:
-        _snapshot(s)
-        newest = [
-            int(i)
-            for i in s.execute(
-                text("SELECT id FROM passages WHERE corpus_id = :c ORDER BY id DESC LIMIT :k"), c | {"k": k}
-            ).scalars()
-        ]
+        tables_repo.repeatable_read(s)
+        newest = passage_repo.newest_passage_ids(s, corpus.id, k)
         if len(newest) < k:
             raise InvalidInput(f"--added {k}: corpus {corpus.name!r} holds only {len(newest)} passages")
         # The loads after the savepoint see the corpus one append newer than "before".
-        s.execute(text("UPDATE corpora SET rewrite_version = version - 1 WHERE id = :c"), c)
+        corpus_repo.mark_last_change_appended(s, corpus.id)
         # as the application changes passages: under the corpus's evidence lock, so the staleness
         # trigger (migration 0012) leaves the versions set above as they are
         graph_repo.lock_evidence(s, corpus.id)
         savepoint = s.begin_nested()
         mentioned = graph_repo.passage_entity_ids(s, newest)
         graph_repo.delete_passages(s, corpus.id, newest)
-        kept_high = s.execute(
-            text(
-                "SELECT coalesce(max(e.id), 0) FROM entities e WHERE e.corpus_id = :c"
-                " AND EXISTS (SELECT 1 FROM passage_entities pe WHERE pe.entity_id = e.id)"
-            ),
-            c,
-        ).scalar_one()
+        kept_high = graph_repo.highest_mentioned_entity_id(s, corpus.id)
         graph_repo.remove_orphan_entities(s, corpus.id, [e for e in mentioned if e > kept_high])
-        s.execute(text("UPDATE corpora SET version = version - 1 WHERE id = :c"), c)
+        corpus_repo.step_version_back(s, corpus.id)
         before = tables_repo.load_graph_tables(s, corpus.id, dim)
         savepoint.rollback()
         got: tables_repo.GraphTables | None = None

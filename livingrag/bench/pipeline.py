@@ -57,10 +57,9 @@ def run_pipeline_bench(
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return its report (see the module docstring)."""
-    from sqlalchemy import text
-
     from livingrag.corpus.progress import NullProgress
     from livingrag.db.repositories import experiences as experience_repo
+    from livingrag.db.repositories import querylog as query_log_repo
     from livingrag.pipeline.answer_pipeline import LivingRAG
 
     progress = progress or NullProgress()
@@ -86,8 +85,9 @@ def run_pipeline_bench(
 
     if not keep_store:
         with db.tenant_session(tenant_id) as s:
-            for table in ("writeback_log", "query_log", "experiences"):
-                s.execute(text(f"DELETE FROM {table} WHERE corpus_id = :c"), {"c": corpus.id})
+            experience_repo.delete_corpus_writeback_log(s, corpus.id)
+            query_log_repo.delete_corpus_query_log(s, corpus.id)
+            experience_repo.delete_corpus_experiences(s, corpus.id)
 
     tally = _Tally()
     rag = LivingRAG(settings, db=db)

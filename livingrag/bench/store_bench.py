@@ -73,11 +73,11 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     With ``cfg.database`` it measures that kept database instead (its data regenerated from the
     seed, which must be the one it was loaded with) and never drops it."""
     from pydantic import SecretStr
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
 
     from livingrag.db import migrate
     from livingrag.db.engine import Database
+    from livingrag.db.repositories import databases
+    from livingrag.db.scratch import autocommit_engine, database_url
 
     if cfg.experiences < cfg.tenants or cfg.tenants < 1:
         raise ValueError("need at least one experience per tenant")
@@ -89,22 +89,21 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
     server = Database(settings.db)
     reuse = cfg.database is not None
     name = cfg.database or f"livingrag_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(server.owner_url, isolation_level="AUTOCOMMIT")
+    admin = autocommit_engine(server.owner_url)
     with admin.connect() as c:
-        exists = c.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is not None
+        exists = databases.database_exists(c, name)
         if reuse and not exists:
             admin.dispose()
             server.close()
             raise NotFound(f"no database {name!r} on the configured server (keep one with --keep)")
-        mismatch = _skew_mismatch(c, name, cfg) if reuse else None
+        mismatch = _skew_mismatch(databases.database_comment(c, name), name, cfg) if reuse else None
         if mismatch is not None:
             admin.dispose()
             server.close()
             raise InvalidInput(mismatch)
         if not reuse:
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-            c.execute(text(f"COMMENT ON DATABASE \"{name}\" IS '{_skew_mark(cfg)}'"))
-    url = make_url(server.owner_url).set(database=name).render_as_string(hide_password=False)
+            databases.create_database(c, name, comment=_skew_mark(cfg))
+    url = database_url(server.owner_url, name)
     db_settings = DBSettings(
         url=SecretStr(url), data_dir=settings.db.data_dir, app_role=settings.db.app_role, pool_size=16
     )
@@ -137,7 +136,7 @@ def run_store_bench(settings: Settings, cfg: BenchConfig, *, progress: Callable[
         db.close()
         if not cfg.keep and not reuse:
             with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                databases.drop_database(c, name)
         admin.dispose()
         server.close()
     return report
@@ -149,15 +148,10 @@ def _skew_mark(cfg: BenchConfig) -> str:
     return json.dumps({"livingrag_bench": "store", "skew": cfg.skew, "zipf_s": cfg.zipf_s})
 
 
-def _skew_mismatch(c: Any, name: str, cfg: BenchConfig) -> str | None:
+def _skew_mismatch(raw: str | None, name: str, cfg: BenchConfig) -> str | None:
     """Why the kept database ``name`` cannot be measured with ``cfg``'s tenant sizes (None if it
-    can): its comment names the --skew and --zipf-s it was loaded with (none: loaded before skews
-    existed, so split equally)."""
-    from sqlalchemy import text
-
-    raw = c.execute(
-        text("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = :n"), {"n": name}
-    ).scalar()
+    can): its comment ``raw`` names the --skew and --zipf-s it was loaded with (none: loaded before
+    skews existed, so split equally)."""
     try:
         mark = json.loads(raw) if raw else {}
     except ValueError:
@@ -245,12 +239,13 @@ class _ServerCPU:
 
     def __init__(self, db: Database) -> None:
         import psutil
-        from sqlalchemy import text
+
+        from livingrag.db.repositories.server_settings import backend_pid
 
         self.root = None
         try:
             with db.owner_engine.connect() as c:
-                pid = int(c.execute(text("SELECT pg_backend_pid()")).scalar_one())
+                pid = backend_pid(c)
             proc = psutil.Process(pid).parent()
             if proc is not None and proc.name().startswith("postgres"):
                 self.root = proc
@@ -411,16 +406,14 @@ def _measure_writes(
     cfg: BenchConfig,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    from sqlalchemy import text
-
+    from livingrag.db.repositories.bench_data import highest_ids
     from livingrag.experience.types import ExperienceCandidate, UsedPassage
 
     store = _bench_store(db, settings, verifier="none")
     # fresh candidates on every run, also over a kept store that holds an earlier run's writes (the
     # same ones again would be rejected as near-duplicates of those)
     with db.owner_session() as s:
-        rows = int(s.execute(text("SELECT coalesce(max(id), 0) FROM experiences")).scalar_one())
-        top = int(s.execute(text("SELECT coalesce(max(entity_id), 0) FROM experience_entities")).scalar_one())
+        rows, top = highest_ids(s)
     rng = np.random.default_rng([cfg.seed + 1, rows])
     next_entity = [max(10_000_000, top + 1)]
     lock = threading.Lock()

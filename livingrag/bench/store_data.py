@@ -28,13 +28,6 @@ HOT_PER_MAP = 3
 TOPIC_SIZE = 40
 POOL_SIZE = 150
 INTRA_COS = 0.35  # cosine between two query embeddings of one topic
-_COPY_ENTITIES = (
-    "COPY experience_entities (experience_id, entity_id, tenant_id, corpus_id, weight) FROM STDIN WITH (FORMAT BINARY)"
-)
-_COPY_EXPERIENCES = (
-    "COPY experiences (id, tenant_id, corpus_id, query, query_template, query_embedding, embedding_dim, activation,"
-    " summary, answer, created_at, confidence, source_passage_ids, corpus_version) FROM STDIN WITH (FORMAT BINARY)"
-)
 
 
 def _prime_at_most(n: int) -> int:
@@ -114,7 +107,8 @@ def experience_rows_binary(
     first_id: int, tenant_id: int, corpus_id: int, topic: np.ndarray, emb: np.ndarray, ents: np.ndarray,
     w: np.ndarray, created: datetime,
 ) -> bytes:  # fmt: skip
-    """The rows of one chunk in PostgreSQL's binary COPY format (columns of _COPY_EXPERIENCES)."""
+    """The rows of one chunk in PostgreSQL's binary COPY format (the columns of
+    :data:`livingrag.db.repositories.bench_data.COPY_EXPERIENCES`)."""
     n, dim = emb.shape
     vec = emb.astype(">f4").tobytes()
     vlen = 4 + 4 * dim
@@ -152,7 +146,8 @@ def experience_rows_binary(
 
 
 def entity_rows_binary(first_id: int, tenant_id: int, corpus_id: int, ents: np.ndarray, w: np.ndarray) -> bytes:
-    """experience_entities rows (unit-normalised weights) in binary COPY format, built in numpy."""
+    """experience_entities rows (unit-normalised weights) in binary COPY format, built in numpy (the
+    columns of :data:`livingrag.db.repositories.bench_data.COPY_ENTITIES`)."""
     n, k = ents.shape
     dt = np.dtype(
         [("nf", ">i2"), ("l1", ">i4"), ("x", ">i8"), ("l2", ">i4"), ("e", ">i8"), ("l3", ">i4"), ("t", ">i8"),
@@ -200,17 +195,12 @@ def collect_by_tenant(synth: Synth, rows: Any) -> list[dict[str, Any]]:
 
 def regenerate(db: Database, synth: Synth) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """The scopes and synthetic data of a kept benchmark database (checked against its row count)."""
-    from sqlalchemy import text
+    from livingrag.db.repositories import bench_data
 
     with db.owner_session() as s:
-        scopes = [
-            (int(t), int(c))
-            for t, c in s.execute(
-                text("SELECT t.id, c.id FROM tenants t JOIN corpora c ON c.tenant_id = t.id ORDER BY t.id, c.id")
-            ).all()
-        ]
+        scopes = bench_data.scopes(s)
         n = sum(synth.counts)
-        loaded = int(s.execute(text("SELECT count(*) FROM experiences WHERE id <= :n"), {"n": n}).scalar_one())
+        loaded = bench_data.count_loaded_experiences(s, n)
     if len(scopes) != synth.tenants or loaded != n:
         raise InvalidInput(
             f"the kept database has {len(scopes)} tenants and {loaded} loaded experiences, not "
@@ -230,9 +220,7 @@ def load_synthetic(
     db: Database, synth: Synth, report: dict[str, Any], progress: Callable[[str], None]
 ) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """Tenants, corpora, COPY of experiences, entity rows, then the indexes."""
-    from sqlalchemy import text
-
-    from livingrag.db.repositories import corpora, tenants
+    from livingrag.db.repositories import bench_data, corpora, tenants
 
     scopes = []
     with db.owner_session() as s:
@@ -247,16 +235,8 @@ def load_synthetic(
         conn = raw.driver_connection
         assert conn is not None  # a checked-out pool record always holds its psycopg connection
         with conn.cursor() as cur:
-            cur.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('experiences', 'experience_entities')"
-                " AND indexname NOT IN (SELECT conname FROM pg_constraint)"
-            )
-            rows = cur.fetchall()
-            for idx, defn in rows:
-                index_defs.append(defn)
-                cur.execute(f'DROP INDEX "{idx}"')
-            cur.execute("SET session_replication_role = replica")  # bulk load: skip FK triggers
-            cur.execute("SET statement_timeout = 0")
+            index_defs += bench_data.drop_secondary_indexes(cur)
+            bench_data.begin_bulk_load(cur)  # bulk load: skip FK triggers
         conn.commit()
         data: list[dict[str, Any]] = []
         next_id = 1
@@ -269,10 +249,11 @@ def load_synthetic(
                 size = min(left, 20_000)
                 topic, emb, ents, w = synth.chunk(t, size)
                 with conn.cursor() as cur:
-                    with cur.copy(_COPY_EXPERIENCES) as cp:
-                        cp.write(experience_rows_binary(next_id, tenant_id, corpus_id, topic, emb, ents, w, created))
-                    with cur.copy(_COPY_ENTITIES) as cp:
-                        cp.write(entity_rows_binary(next_id, tenant_id, corpus_id, ents, w))
+                    bench_data.copy_rows(
+                        cur,
+                        experience_rows_binary(next_id, tenant_id, corpus_id, topic, emb, ents, w, created),
+                        entity_rows_binary(next_id, tenant_id, corpus_id, ents, w),
+                    )
                 conn.commit()
                 embs.append(emb)
                 all_ents.append(ents)
@@ -289,28 +270,25 @@ def load_synthetic(
                 }
             )
         with conn.cursor() as cur:
-            cur.execute("SELECT setval(pg_get_serial_sequence('experiences', 'id'), (SELECT max(id) FROM experiences))")
-            cur.execute("SET session_replication_role = DEFAULT")
+            bench_data.end_bulk_load(cur)
         conn.commit()
         report["load_s"] = round(time.perf_counter() - t0, 1)
         progress(f"loaded in {report['load_s']} s; building {len(index_defs)} indexes (HNSW last)")
         t1 = time.perf_counter()
         with conn.cursor() as cur:
-            cur.execute("SET maintenance_work_mem = '3GB'")
-            cur.execute("SET max_parallel_maintenance_workers = 2")
+            bench_data.prepare_index_builds(cur)
             for defn in sorted(index_defs, key=lambda d: "hnsw" in d):
                 t2 = time.perf_counter()
-                cur.execute(defn)
+                bench_data.build_index(cur, defn)
                 conn.commit()
                 progress(f"  {defn.split(' ON ')[0].replace('CREATE INDEX ', '')}: {time.perf_counter() - t2:.1f} s")
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute("VACUUM ANALYZE experiences")
-            cur.execute("VACUUM ANALYZE experience_entities")
+            bench_data.vacuum_analyze(cur)
         conn.autocommit = False
         report["index_build_s"] = round(time.perf_counter() - t1, 1)
     finally:
         raw.close()
     with db.owner_session() as s:
-        report["entity_rows"] = int(s.execute(text("SELECT count(*) FROM experience_entities")).scalar_one())
+        report["entity_rows"] = bench_data.count_entity_rows(s)
     return scopes, data

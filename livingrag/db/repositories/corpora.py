@@ -141,6 +141,20 @@ def bump_version(session: Session, corpus_id: int, *, appended: bool = False) ->
     return int(v)
 
 
+def mark_last_change_appended(session: Session, corpus_id: int) -> None:
+    """Set ``rewrite_version`` to ``version - 1``: the corpus's last change reads as an append.
+    Only for a transaction that is rolled back (``livingrag bench graph-load`` times the appended
+    load this way, without writing anything)."""
+    session.execute(text("UPDATE corpora SET rewrite_version = version - 1 WHERE id = :c"), {"c": corpus_id})
+
+
+def step_version_back(session: Session, corpus_id: int) -> None:
+    """Decrement ``version``: the corpus reads as it was before its last change. Only under a
+    savepoint or in a transaction that is rolled back (``livingrag bench graph-load`` reads the graph
+    "before" its newest passages this way)."""
+    session.execute(text("UPDATE corpora SET version = version - 1 WHERE id = :c"), {"c": corpus_id})
+
+
 def current_version(session: Session, corpus_id: int) -> int:
     v = session.execute(text("SELECT version FROM corpora WHERE id = :i"), {"i": corpus_id}).scalar()
     if v is None:

@@ -385,6 +385,11 @@ def delete_corpus_experiences(session: Session, corpus_id: int) -> int:
     return rowcount(res)
 
 
+def delete_corpus_writeback_log(session: Session, corpus_id: int) -> int:
+    """Delete one corpus's write-back log (its decisions, stored or not); returns the number deleted."""
+    return rowcount(session.execute(text("DELETE FROM writeback_log WHERE corpus_id = :c"), {"c": int(corpus_id)}))
+
+
 def with_events(
     session: Session,
     dml: str,

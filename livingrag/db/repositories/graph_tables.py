@@ -57,6 +57,12 @@ class GraphTables:
         return int(sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray)))
 
 
+def repeatable_read(session: Session) -> None:
+    """Make the session's transaction one REPEATABLE READ snapshot, as the loads below want (call
+    it before the transaction's first statement)."""
+    session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+
 def load_graph_tables(session: Session, corpus_id: int, dim: int) -> GraphTables:
     """Read one corpus's graph in a handful of bulk statements (one consistent snapshot).
 

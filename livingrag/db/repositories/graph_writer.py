@@ -444,6 +444,19 @@ def insert_passage_graph(
         )
 
 
+def highest_mentioned_entity_id(session: Session, corpus_id: int) -> int:
+    """The highest id of the corpus's entities that a passage mentions (0: none)."""
+    return int(
+        session.execute(
+            text(
+                "SELECT coalesce(max(e.id), 0) FROM entities e WHERE e.corpus_id = :c"
+                " AND EXISTS (SELECT 1 FROM passage_entities pe WHERE pe.entity_id = e.id)"
+            ),
+            {"c": corpus_id},
+        ).scalar_one()
+    )
+
+
 def remove_orphan_entities(session: Session, corpus_id: int, candidate_ids: Sequence[int] | None = None) -> int:
     """Delete entities no passage mentions any more (among ``candidate_ids``, or all)."""
     cond = "AND e.id = ANY(:ids)" if candidate_ids is not None else ""

@@ -60,6 +60,14 @@ def get_passage(session: Session, corpus_id: int, ref: int | str) -> PassageReco
     return PassageRecord(*row)
 
 
+def newest_passage_ids(session: Session, corpus_id: int, k: int) -> list[int]:
+    """The ids of the corpus's ``k`` newest passages (the highest ids), newest first."""
+    rows = session.execute(
+        text("SELECT id FROM passages WHERE corpus_id = :c ORDER BY id DESC LIMIT :k"), {"c": corpus_id, "k": k}
+    ).scalars()
+    return [int(i) for i in rows]
+
+
 def count_passages(session: Session, corpus_id: int) -> int:
     """Passages of one corpus."""
     sql = text("SELECT count(*) FROM passages WHERE corpus_id = :c")

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from livingrag.db.repositories.rows import rowcount
+
 
 def insert_query_log(
     session: Session,
@@ -56,3 +58,8 @@ def insert_query_log(
             },
         ).scalar_one()
     )
+
+
+def delete_corpus_query_log(session: Session, corpus_id: int) -> int:
+    """Delete one corpus's query log; returns the number of rows deleted."""
+    return rowcount(session.execute(text("DELETE FROM query_log WHERE corpus_id = :c"), {"c": int(corpus_id)}))

@@ -1,4 +1,5 @@
-"""What the connected PostgreSQL server runs with and offers (read-only)."""
+"""What the connected PostgreSQL server runs with and offers, and which of its processes serves a
+connection (read-only)."""
 
 from __future__ import annotations
 
@@ -31,4 +32,9 @@ def vector_extension(conn: Connection) -> tuple[str | None, str | None]:
     return (None if available is None else str(available), None if installed is None else str(installed))
 
 
-__all__ = ["MEMORY_SETTINGS", "memory_settings_mb", "server_version", "vector_extension"]
+def backend_pid(conn: Connection) -> int:
+    """The process id of the server process serving ``conn`` (``pg_backend_pid()``)."""
+    return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+__all__ = ["MEMORY_SETTINGS", "backend_pid", "memory_settings_mb", "server_version", "vector_extension"]
