@@ -397,8 +397,12 @@ def _arm_settings(spec: ArmSpec, tree: Tree) -> dict[str, Any]:
 
 
 def livingrag_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The ``LIVINGRAG_*`` variables the runs inherit (they are settings), secrets masked."""
-    return {k: ("***" if _SECRET.search(k) else v) for k, v in sorted(environ.items()) if k.startswith("LIVINGRAG_")}
+    """The settings the runs inherit from ``LIVINGRAG_*`` variables (those that name a setting; not,
+    e.g., the test suite's own ``LIVINGRAG_REQUIRE_BROWSER``), secrets masked."""
+    from livingrag.config import setting_env_names
+
+    settings = setting_env_names()
+    return {k: ("***" if _SECRET.search(k) else v) for k, v in sorted(environ.items()) if k in settings}
 
 
 def _fmt(x: float | None) -> str:
