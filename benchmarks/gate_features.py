@@ -24,7 +24,6 @@ Usage (the runs kept in benchmarks/results):
 
 import argparse
 import json
-import re
 import time
 
 import numpy as np
@@ -33,15 +32,10 @@ from livingrag.bench.stats import roc_auc
 from livingrag.config import get_settings
 from livingrag.evaluation.datasets import load_dataset
 from livingrag.experience.answer_form import check_answer_form
+from livingrag.experience.gate_features import candidate_features
 from livingrag.experience.grounding import extract_claims, grounding_score
 from livingrag.experience.types import UsedPassage
-from livingrag.experience.verifiers.offline import (
-    OfflineVerifier,
-    answer_found,
-    content_words,
-    entity_word_sets,
-    question_entity_coverage,
-)
+from livingrag.experience.verifiers.offline import OfflineVerifier
 from livingrag.models.embedder import get_embedder
 
 FEATURES = [
@@ -60,12 +54,6 @@ FEATURES = [
     "question_coverage",
     "cooccurrence",
 ]
-HEDGE = re.compile(
-    r"\b(not (mentioned|stated|provided|specified|given|clear)|no (information|mention)|"
-    r"does not (say|mention|state|specify)|unknown|cannot be determined|unclear)\b",
-    re.I,
-)
-
 ap = argparse.ArgumentParser(description="Answer features against correctness, and a cross-stream calibrator.")
 ap.add_argument("--run", action="append", required=True, help="NAME=RECORDS.jsonl:DATASET:DATA_DIR (repeatable).")
 ap.add_argument("--l2", type=float, default=1.0, help="L2 penalty of the calibrator.")
@@ -87,33 +75,12 @@ def features(r: dict, docs: dict) -> list[float]:
     claims = extract_claims(e, a, q, g.max_claims)
     vs = verifier.verify(claims, ps) if claims and ps else []
     gs = grounding_score([v.score for v in vs], g.tau_nli) if vs else 0.0
-    ans = [v.score for c, v in zip(claims, vs, strict=False) if c.source == "answer"]
-    exp = [v.score for c, v in zip(claims, vs, strict=False) if c.source != "answer"]
-    texts = [f"{p.title} {p.text}" for p in ps]
-    found = [answer_found(a, t) for t in texts]
-    rank = next((i + 1 for i, x in enumerate(found) if x), 0)
-    aw, qw, qents = content_words(a), content_words(q), entity_word_sets(q)
-    cooc = 0.0
-    for t, hit in zip(texts, found, strict=True):
-        if hit:
-            pw = content_words(t)
-            cooc = max(cooc, sum(1 for en in qents if en <= pw) / len(qents) if qents else 1.0)
-    return [
-        gs,
-        max(ans) if ans else 0.0,
-        min(exp) if exp else 1.0,
-        float(np.mean(exp)) if exp else 1.0,
-        float(check_answer_form(q, a).fits),
-        float(any(found)),
-        float(sum(found)),
-        1.0 / rank if rank else 0.0,
-        len(aw & qw) / len(aw) if aw else 0.0,
-        float(len(aw)),
-        float(a.strip().lower().rstrip(".") in ("yes", "no")),
-        float(bool(HEDGE.search(f"{e} {a}"))),
-        question_coverage if (question_coverage := question_entity_coverage(q, " ".join(texts))) else 0.0,
-        cooc,
-    ]
+    # the write-back's own features (livingrag.experience.gate_features); "form" is its form_fits
+    f = candidate_features(
+        query=q, answer=a, explanation=e, passages=ps, verdicts=vs, ns=0.0, gs=gs,
+        form_fits=check_answer_form(q, a).fits, type_fits=True,
+    )  # fmt: skip
+    return [f["form_fits" if name == "form" else name] for name in FEATURES]
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:

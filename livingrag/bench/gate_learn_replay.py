@@ -141,10 +141,7 @@ def replay(
     for spec in runs:
         ds = load_dataset(spec.dataset, spec.data_dir)
         docs = {d.key: d for d in ds.corpus}
-        records = sorted(
-            (r for r in read_records_jsonl(spec.records) if r.system == system and r.order == min_order(spec, system)),
-            key=lambda r: r.position,
-        )
+        records = first_order(read_records_jsonl(spec.records), spec, system)
         for r in records:
             position = offset + r.position
             if not r.prediction or r.writeback in (None, "rejected_ns", "error"):
@@ -191,12 +188,13 @@ def replay(
     return steps, fit
 
 
-def min_order(spec: RunSpec, system: str) -> int:
-    """The first order of ``system`` in the run (a replay follows one order)."""
-    orders = {r.order for r in read_records_jsonl(spec.records) if r.system == system}
-    if not orders:
+def first_order(records: Sequence[QueryRecord], spec: RunSpec, system: str) -> list[QueryRecord]:
+    """The records of ``system`` in its first order in the run, by position (a replay follows one order)."""
+    mine = [r for r in records if r.system == system]
+    if not mine:
         raise InvalidInput(f"--run {spec.records} holds no {system!r} records")
-    return min(orders)
+    order = min(r.order for r in mine)
+    return sorted((r for r in mine if r.order == order), key=lambda r: r.position)
 
 
 def _bootstrap(values: Callable[[np.ndarray], float], n: int, *, resamples: int, seed: int) -> tuple[float, float]:

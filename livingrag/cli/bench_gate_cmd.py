@@ -38,6 +38,7 @@ def gate_learn(
 ) -> None:
     from livingrag.bench.gate_learn_replay import RunSpec, format_report, replay, summarize
     from livingrag.corpus.ner import answer_entity_labels
+    from livingrag.experience.gate_learning import learning_settings
     from livingrag.experience.verifiers import build_verifier
     from livingrag.models.embedder import embedder_from_settings
 
@@ -66,14 +67,7 @@ def gate_learn(
         "feedback_rate": feedback_rate,
         "feedback_seed": seed,
         "verifier": verifier.name,
-        "learn_min_labels": g.learn_min_labels,
-        "learn_refit_every": g.learn_refit_every,
-        "learn_min_auc": g.learn_min_auc,
-        "store_min_precision": g.store_min_precision,
-        "serve_min_precision": g.serve_min_precision,
-        "learn_min_support": g.learn_min_support,
-        "learn_l2": g.learn_l2,
-    }
+    } | learning_settings(settings)
     if as_json:
         print_json({"settings": used, "summary": summary})
     else:

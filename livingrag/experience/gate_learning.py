@@ -93,10 +93,23 @@ def fit_labels(labels: Sequence[gate_repo.Label], settings: Settings) -> Fit:
         serve_min_precision=g.serve_min_precision,
         min_support=g.learn_min_support,
     )
+    # earned needs a finite held-out AUC, so both kinds of labels: then the model exists
     model = fit_logistic(x, y, FEATURES, l2=g.learn_l2) if 0 < y.sum() < len(y) else None
-    if model is None and assessment.earned:  # cannot happen (AUC needs both kinds), kept for safety
-        assessment = GateAssessment(**(assessment.to_dict() | {"earned": False, "why": "no model"}))
     return Fit(model, assessment)
+
+
+def learning_settings(settings: Settings) -> dict[str, Any]:
+    """The ``gates.learn_*`` settings a fit ran with, as reports show them."""
+    g = settings.gates
+    return {
+        "learn_min_labels": g.learn_min_labels,
+        "learn_refit_every": g.learn_refit_every,
+        "learn_min_auc": g.learn_min_auc,
+        "store_min_precision": g.store_min_precision,
+        "serve_min_precision": g.serve_min_precision,
+        "learn_min_support": g.learn_min_support,
+        "learn_l2": g.learn_l2,
+    }
 
 
 class GateLearner:
@@ -309,16 +322,8 @@ class GateLearner:
         return {
             "tenant_id": tenant_id,
             "learning": g.learn,
-            "settings": {
-                "learn_min_labels": g.learn_min_labels,
-                "learn_refit_every": g.learn_refit_every,
-                "learn_min_auc": g.learn_min_auc,
-                "store_min_precision": g.store_min_precision,
-                "serve_min_precision": g.serve_min_precision,
-                "learn_min_support": g.learn_min_support,
-                "learn_l2": g.learn_l2,
-                "fixed_gate": {"tau_gs": g.tau_gs, "tau_novel": g.tau_novel, "verifier": g.verifier},
-            },
+            "settings": learning_settings(self.settings)
+            | {"fixed_gate": {"tau_gs": g.tau_gs, "tau_novel": g.tau_novel, "verifier": g.verifier}},
             "labels": {
                 "total": sum(n for n, _ in counts.values()),
                 "right": sum(r for _, r in counts.values()),
