@@ -64,6 +64,17 @@ def db_settings_for(url: str, **kw: Any) -> DBSettings:
     return DBSettings(url=SecretStr(url), data_dir=Path(tempfile.gettempdir()) / "livingrag-unused", **kw)
 
 
+def loopback_llm_env(mp: pytest.MonkeyPatch, database_url: str, llm_base_url: str, *, verifier: str) -> None:
+    """The commands of this process use the test database and the loopback OpenAI-compatible LLM
+    at ``llm_base_url`` (model ``loopback-qa``, no retries), with ``gates.verifier = verifier``."""
+    mp.setenv("LIVINGRAG_DB__URL", database_url)
+    mp.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
+    mp.setenv("LIVINGRAG_LLM__BASE_URL", llm_base_url)
+    mp.setenv("LIVINGRAG_LLM__MODEL", "loopback-qa")
+    mp.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
+    mp.setenv("LIVINGRAG_GATES__VERIFIER", verifier)
+
+
 @pytest.fixture(scope="session")
 def database_url(make_database_url: Callable[[], str]) -> str:
     """URL of the session's database, migrated to head."""

@@ -16,6 +16,7 @@ from livingrag.cli.main import app
 from livingrag.db.engine import Database
 from livingrag.errors import InvalidInput, NotFound
 from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
+from tests.conftest import loopback_llm_env
 from tests.corpus_support import tenant_with_small_corpus
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
@@ -36,12 +37,7 @@ def corpus_tenant(db: Database) -> tuple[int, str]:
 
 @pytest.fixture
 def llm_env(database_url: str, server: OpenAICompatServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LIVINGRAG_DB__URL", database_url)
-    monkeypatch.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
-    monkeypatch.setenv("LIVINGRAG_LLM__BASE_URL", server.base_url)
-    monkeypatch.setenv("LIVINGRAG_LLM__MODEL", "loopback-qa")
-    monkeypatch.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
-    monkeypatch.setenv("LIVINGRAG_GATES__VERIFIER", "offline")
+    loopback_llm_env(monkeypatch, database_url, server.base_url, verifier="offline")
 
 
 def ask(*args: str) -> dict[str, Any]:

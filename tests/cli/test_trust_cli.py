@@ -21,6 +21,7 @@ from livingrag.errors import Conflict, InvalidInput, NotFound
 from livingrag.experience.feedback import TrustService
 from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
 from tests.cli.test_cli import _run_main
+from tests.conftest import loopback_llm_env
 from tests.corpus_support import CORPUS, tenant_with_small_corpus
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
@@ -33,12 +34,7 @@ Q_MINE = "Which company operates the iron ore mine in Kiruna?"
 
 
 def _env(mp: pytest.MonkeyPatch, database_url: str, server: OpenAICompatServer) -> None:
-    mp.setenv("LIVINGRAG_DB__URL", database_url)
-    mp.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
-    mp.setenv("LIVINGRAG_LLM__BASE_URL", server.base_url)
-    mp.setenv("LIVINGRAG_LLM__MODEL", "loopback-qa")
-    mp.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
-    mp.setenv("LIVINGRAG_GATES__VERIFIER", "none")  # every novel answer is stored
+    loopback_llm_env(mp, database_url, server.base_url, verifier="none")  # every novel answer is stored
     mp.delenv("LIVINGRAG_TENANT", raising=False)
 
 

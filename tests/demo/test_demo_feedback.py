@@ -35,19 +35,14 @@ def _right_on_the_first(messages: list[dict[str, Any]]) -> str:
 def env(make_database_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAICompatServer]:
     from livingrag.db import migrate
     from livingrag.db.engine import Database
-    from tests.conftest import db_settings_for
+    from tests.conftest import db_settings_for, loopback_llm_env
 
     url = make_database_url()
     db = Database(db_settings_for(url))
     migrate.upgrade(db)
     db.dispose()
     with OpenAICompatServer(responder=_right_on_the_first) as server:
-        monkeypatch.setenv("LIVINGRAG_DB__URL", url)
-        monkeypatch.setenv("LIVINGRAG_LLM__PROVIDER", "openai")
-        monkeypatch.setenv("LIVINGRAG_LLM__BASE_URL", server.base_url)
-        monkeypatch.setenv("LIVINGRAG_LLM__MODEL", "loopback-qa")
-        monkeypatch.setenv("LIVINGRAG_LLM__MAX_RETRIES", "0")
-        monkeypatch.setenv("LIVINGRAG_GATES__VERIFIER", "offline")
+        loopback_llm_env(monkeypatch, url, server.base_url, verifier="offline")
         yield server
 
 
