@@ -543,6 +543,12 @@ class APISettings(_Group):
     )
     max_request_bytes: int = Field(default=2_000_000, ge=1024, description="Largest accepted request body.")
     max_question_chars: int = Field(default=4000, ge=16, description="Longest accepted question.")
+    stream_writeback_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="A streamed answer's final event waits up to this long for the write-back decision "
+        "(then says pending; GET /v1/queries/{id}/writeback has it later).",
+    )
     max_inflight: int = Field(default=64, ge=1, description="Concurrent /v1/ask calls before 429.")
     tenant_max_inflight: int = Field(
         default=8, ge=1, description="Concurrent /v1/ask calls of one tenant before 429 (within api.max_inflight)."

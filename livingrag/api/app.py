@@ -33,6 +33,7 @@ from livingrag.api.routes import (
     passages,
     store,
     tenants,
+    uploads,
 )
 from livingrag.api.shared_limits import (
     SHARED_LIMITS_ENV,
@@ -208,7 +209,8 @@ def create_app(
         ],
     )
     errors.install(app)
-    for module in (tenants, keys, corpora, graph, passages, ask, experiences, feedback, gate, store, admin, health):
+    routers = (tenants, keys, corpora, graph, passages, uploads, ask, experiences, feedback, gate, store, admin, health)
+    for module in routers:
         app.include_router(module.router)
     app.include_router(keys.operator_router)
     console.install(app)

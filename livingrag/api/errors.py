@@ -137,6 +137,28 @@ def server_error(
     return error_response(status, code, message, headers, request_id=rid)
 
 
+def error_event(request: Request, exc: BaseException) -> dict[str, Any]:
+    """The body of a streamed reply's ``error`` event for ``exc`` (the response's status is already
+    sent): the same ``{"error": {...}}`` and the same safe message for a server-side failure, logged
+    with the request id, as the handlers below answer before a stream begins; plus ``status``."""
+    if isinstance(exc, ApiError):
+        status, code, message = exc.status, exc.code, exc.message
+    else:
+        status, code = map_exception(exc) or (500, "internal")
+        message = str(exc)
+    rid = request_id_of(request)
+    if status >= 500:
+        hide_sql_parameters(exc)
+        log.log(
+            logging.ERROR if code == "internal" else logging.WARNING,
+            "request %s %s %s failed mid-stream (%s): %s: %s",
+            rid, request.method, request.url.path, code, type(exc).__name__, exc,
+            exc_info=exc if code == "internal" else None,
+        )  # fmt: skip
+        message = f"{SAFE_MESSAGES.get(code, SAFE_MESSAGES['internal'])} (request id {rid})"
+    return {"error": {"code": code, "message": message, "request_id": rid}, "status": status}
+
+
 def map_exception(exc: BaseException) -> tuple[int, str] | None:
     for cls, status, code in _MAP:
         if isinstance(exc, cls):

@@ -152,10 +152,46 @@ class PassageBatch(_In):
     passages: list[PassageIn] = Field(..., min_length=1, max_length=MAX_BATCH)
 
 
+MAX_DOCUMENT_CHARS = 2_000_000  # text of one document of an index job (an upload's too)
+MAX_SECTIONS = 10_000  # sections of one document
+MAX_HEADING_DEPTH = 20  # headings in one section's path
+
+
+class SectionIn(_In):
+    """The text under one heading of a document, as the document readers cut it."""
+
+    path: list[Annotated[Text, Field(min_length=1, max_length=1000)]] = Field(
+        default_factory=list,
+        max_length=MAX_HEADING_DEPTH,
+        description="The headings above the text, outermost first (the document's title heading left out); "
+        "empty for text before the first heading.",
+    )
+    text: Text = Field(..., min_length=1, max_length=MAX_DOCUMENT_CHARS, description="The section's text.")
+
+
 class DocumentIn(_In):
-    text: Text = Field(..., min_length=1, max_length=2_000_000, description="Document text (chunked when indexed).")
+    text: Text = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_DOCUMENT_CHARS,
+        description="Document text (chunked when indexed). With sections: the text they render to, each "
+        "section's last heading on a line above its text, sections separated by a blank line (as the readers "
+        "of livingrag.io.readers give it).",
+    )
     title: Text = Field(default="", max_length=1000)
     external_id: Text | None = Field(default=None, max_length=500)
+    title_is_entity: bool = Field(
+        default=True,
+        description="False when the title is only the file's name (no heading or metadata gave one): it is then "
+        "never indexed as an entity of the document's passages.",
+    )
+    sections: list[SectionIn] = Field(
+        default_factory=list,
+        max_length=MAX_SECTIONS,
+        description="The document cut by its headings (as `livingrag index` reads a PDF, DOCX, HTML or Markdown "
+        "file): chunking then follows them and starts each section's text with its heading path. Empty: the text "
+        "is cut into windows.",
+    )
 
 
 class DocumentBatch(_In):
@@ -225,6 +261,50 @@ class JobOut(BaseModel):
     )
 
 
+# ---------------------------------------------------------------- uploads
+
+
+class UploadFileIn(_In):
+    """One file to upload, named with its suffix, its bytes in base64."""
+
+    name: NonBlankText = Field(
+        ...,
+        max_length=500,
+        description="The file's name (report.pdf): its suffix picks the reader (.pdf, .docx, .html/.htm/.xhtml, "
+        ".md/.markdown, .txt); it is the document's external id, and its title when nothing in the file gives one.",
+    )
+    content_base64: str = Field(
+        ...,
+        description="The file's bytes in standard base64 (a data: URL's 'data:...;base64,' prefix is allowed).",
+    )
+
+
+class UploadBatch(_In):
+    files: list[UploadFileIn] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="The files; every one is read before anything is submitted (one unreadable file: nothing is).",
+    )
+
+
+class UploadedFile(BaseModel):
+    """What the readers found in one uploaded file."""
+
+    name: str
+    title: str
+    title_is_entity: bool = Field(description="False: the title is only the file's name (never an entity).")
+    sections: int = Field(description="Sections cut by the file's headings (0: the text is one block).")
+    characters: int = Field(description="Characters of the document's text.")
+    size_bytes: int = Field(description="Size of the file.")
+
+
+class UploadJobOut(JobOut):
+    """The index job of an upload, and what was read from each file."""
+
+    files: list[UploadedFile]
+
+
 # ---------------------------------------------------------------- ask
 
 
@@ -244,6 +324,12 @@ class AskIn(_In):
         description="Answer from the corpus at this version or later (the `version` a passage change returned, "
         "e.g. through another replica); 409 if the corpus has not reached it.",
     )
+    stream: bool = Field(
+        default=False,
+        description="Answer as server-sent events (text/event-stream): `token` events with the model's text as "
+        "it is made, `restart` if the question is asked again, then one `answer` event (this response's fields "
+        "and the write-back decision) or one `error` event.",
+    )
 
 
 class AskPassage(BaseModel):
@@ -258,6 +344,12 @@ class FusedExperience(BaseModel):
     query: str
     weight: float = Field(description="Fusion weight w_k (eq. 10).")
     score: float = Field(description="Retrieval score s_k (eq. 7).")
+
+
+class Citation(BaseModel):
+    number: int = Field(description="The passage's number [n] in the prompt (its place in `passages`, from 1).")
+    passage_id: int
+    title: str
 
 
 class ScaffoldUsed(BaseModel):
@@ -295,6 +387,9 @@ class AskOut(BaseModel):
     )
     fused_experiences: list[FusedExperience] = Field(default_factory=list, description="The fused experiences.")
     scaffold: ScaffoldUsed | None = None
+    citations: list[Citation] = Field(
+        default_factory=list, description="The passages the answer rests on, numbered as in the prompt."
+    )
 
 
 # ---------------------------------------------------------------- experiences
@@ -478,6 +573,15 @@ class WritebackOut(BaseModel):
     tau_gs: float
     tau_nli: float = Field(description="A claim is supported when its g reaches this (eq. 16).")
     created_at: datetime | None = None
+
+
+class AskFinal(AskOut):
+    """The last event of a streamed answer (``event: answer``)."""
+
+    writeback_decision: WritebackOut | None = Field(
+        description="The write-back decision when taken within api.stream_writeback_wait_s (else pending); "
+        "null when nothing is written back."
+    )
 
 
 class StoreHealthOut(BaseModel):

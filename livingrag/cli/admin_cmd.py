@@ -157,7 +157,9 @@ def list_(
     tenant: str | None = TENANT,
     corpus: str | None = CORPUS,
     active: bool = typer.Option(False, "--active", help="Only active experiences (not stale, retracted or expired)."),
-    trust: str | None = typer.Option(None, "--trust", help="Only this trust: unverified, verified or retracted."),
+    trust: str | None = typer.Option(
+        None, "--trust", help="Only this trust: unverified, auto_verified, verified or retracted."
+    ),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Accepted for uniformity; this command never writes."),

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 ASK_HELP = (
     "Answer one question over a corpus: experience match, activation fusion, LinearRAG retrieval, the "
-    "reasoning scaffold and the LLM. Prints the answer, the passages, the experiences that helped, tokens, "
-    "latencies and the query id (`livingrag feedback ID --right|--wrong` judges the answer); then the "
-    "write-back decision (novelty and grounding gates) for this answer."
+    "reasoning scaffold and the LLM. On a terminal the model's text is printed as it is made; then the answer, "
+    "a short explanation with numbered citations, the sources, the experiences that helped, tokens, latencies "
+    "and the query id (`livingrag feedback ID --right|--wrong` judges the answer); then the write-back "
+    "decision (novelty and grounding gates) for this answer."
     + examples(
         'livingrag ask --corpus wiki "Who directed Casablanca?"',
         'livingrag ask --corpus wiki --mode linear "Who directed Casablanca?" --json',
@@ -63,6 +64,44 @@ def _open(corpus: str, tenant: str) -> tuple[LivingRAG, int, int]:
         rag.close()
         raise
     return rag, tid, info.id
+
+
+class TerminalTokens:
+    """Prints the model's text as it is made, dimmed (the pipeline's ``TokenSink``); :meth:`end` closes
+    the line before the formatted answer."""
+
+    def __init__(self) -> None:
+        self.printed = False
+
+    def token(self, text: str) -> None:
+        console.print(escape(text), end="", style="dim", highlight=False)
+        self.printed = True
+
+    def restart(self, reason: str) -> None:
+        self.end()
+        console.print(f"[yellow]({escape(reason)})[/yellow]", highlight=False)
+
+    def end(self) -> None:
+        if self.printed:
+            console.print()
+            self.printed = False
+
+
+def _streams(stream: bool | None, as_json: bool) -> bool:
+    """``--stream`` / ``--no-stream`` as given; by default only on a terminal, and never with ``--json``."""
+    if stream is not None:
+        return stream and not as_json
+    return not as_json and console.is_terminal
+
+
+def _answer_shown(rag: LivingRAG, question: str, stream: bool, **kw: Any) -> Answer:
+    """``rag.answer(question, **kw)``, its text printed as the model makes it when ``stream``."""
+    sink = TerminalTokens() if stream else None
+    try:
+        return rag.answer(question, tokens=sink, **kw)
+    finally:
+        if sink is not None:
+            sink.end()
 
 
 def answer_dict(a: Answer) -> dict[str, Any]:
@@ -185,10 +224,16 @@ def ask(
     passages: int = typer.Option(5, "--passages", min=0, help="Passages to print."),
     wait: float = typer.Option(300.0, "--wait", min=0, help="Seconds to wait for the write-back decision."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    stream: bool | None = typer.Option(
+        None,
+        "--stream/--no-stream",
+        help="Print the model's text as it is made (default: on a terminal, never with --json).",
+    ),
 ) -> None:
     rag, tid, cid = _open(corpus, tenant)
     try:
-        a = rag.answer(question, tenant=tid, corpus=cid, mode=mode, ablations=ablations, top_k=top_k)
+        shown = _streams(stream, as_json)
+        a = _answer_shown(rag, question, shown, tenant=tid, corpus=cid, mode=mode, ablations=ablations, top_k=top_k)
         if not as_json:
             _show(a, passages)
         wb = _writeback(a, wait)
@@ -207,6 +252,9 @@ def chat(
     ablations: list[str] = _ABLATIONS,
     top_k: int | None = typer.Option(None, "--top-k", "-k", min=1, max=100, help="Passages given to the LLM."),
     passages: int = typer.Option(3, "--passages", min=0, help="Passages to print per answer."),
+    stream: bool | None = typer.Option(
+        None, "--stream/--no-stream", help="Print the model's text as it is made (default: on a terminal)."
+    ),
 ) -> None:
     from livingrag.errors import InvalidInput, LLMError
     from livingrag.pipeline.modes import Mode
@@ -223,7 +271,7 @@ def chat(
             if not line.strip():
                 break
             try:
-                a = rag.answer(line, tenant=tid, corpus=cid, mode=m, top_k=top_k)
+                a = _answer_shown(rag, line, _streams(stream, False), tenant=tid, corpus=cid, mode=m, top_k=top_k)
             except (InvalidInput, LLMError) as exc:
                 err_console.print(f"[red]{exc}[/red]")
                 continue

@@ -194,7 +194,8 @@ def _set_trust(trust: str, experience_id: int, tenant: str, reason: str | None, 
 
 @app.command(
     help="Verify an experience: a person vouches for its answer, so it may be given again for the same "
-    "question without an LLM call (experience.reuse_answers_from = verified, the default). A retracted one "
+    "question without an LLM call (experience.reuse_answers_from: verified, or auto_verified, the default). "
+    "A retracted one "
     "becomes verified again and its answer is no longer remembered as wrong."
     + examples("livingrag experience verify 42", 'livingrag experience verify 42 --reason "checked the source"'),
 )

@@ -102,7 +102,7 @@ class MatchedExperience:
     weight: float  # w_k = softmax(s/tau_s)_k * conf_k; 0 when fusion did not apply
     created_at: datetime | None = None
     trust: str = "unverified"
-    """unverified, verified or retracted (livingrag.experience.trust)."""
+    """unverified, auto_verified, verified or retracted (livingrag.experience.trust)."""
     gated: bool = True
     """Stored through the gates (False: the "w/o quality gate" ablation)."""
 

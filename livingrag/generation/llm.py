@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeGuard, runtime_checkable
 
@@ -107,6 +107,33 @@ class LogprobLLM(LLM, Protocol):
         stop: Sequence[str] | None = None,
         top_logprobs: int | None = None,
     ) -> Completion: ...
+
+
+TokenCallback = Callable[[str], None]
+"""Called with each piece of text as the model makes it (a streamed completion)."""
+
+
+class StreamingLLM(LLM, Protocol):
+    """An :class:`LLM` whose ``supports_streaming`` is true: :meth:`complete` also takes ``on_token=``,
+    called with each piece of the reply as the model makes it; the returned :class:`Completion` is the
+    whole reply, as without streaming."""
+
+    supports_streaming: bool
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Completion: ...
+
+
+def takes_streaming(llm: LLM) -> TypeGuard[StreamingLLM]:
+    """Whether ``llm`` declares ``supports_streaming`` (and so accepts ``on_token=``)."""
+    return bool(getattr(llm, "supports_streaming", False))
 
 
 def takes_logprobs(llm: LLM) -> TypeGuard[LogprobLLM]:

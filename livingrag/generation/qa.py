@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from livingrag.config import LLMSettings
 from livingrag.generation.answer import ParsedAnswer, parse_answer
-from livingrag.generation.llm import LLM, Completion, Message, takes_grammar
+from livingrag.generation.llm import LLM, Completion, Message, TokenCallback, takes_grammar, takes_streaming
 from livingrag.generation.prompts import get_prompt
 
 __all__ = [
@@ -163,16 +163,25 @@ def build_qa_prompt(
     )
 
 
-def generate_answer(llm: LLM, prompt: QAPrompt, *, max_tokens: int | None = None) -> GeneratedAnswer:
+def generate_answer(
+    llm: LLM, prompt: QAPrompt, *, max_tokens: int | None = None, on_token: TokenCallback | None = None
+) -> GeneratedAnswer:
     """Call ``llm`` on ``prompt`` and parse the reply; LLM errors propagate unchanged.
 
     A provider that declares ``supports_grammar`` (the local model) also gets the template's output
     grammar, so that a small model cannot stray from the format; servers get the prompt alone.
+    ``on_token`` is given the reply's text as the model makes it, token by token where the provider
+    streams (``supports_streaming``), else all at once when the reply is complete.
     """
+    streams = on_token is not None and takes_streaming(llm)
+    extra: dict[str, Any] = {}  # the keywords only some providers take (see their supports_* flags)
     if prompt.grammar and takes_grammar(llm):
-        completion = llm.complete(prompt.messages, max_tokens=max_tokens, grammar=prompt.grammar)
-    else:
-        completion = llm.complete(prompt.messages, max_tokens=max_tokens)
+        extra["grammar"] = prompt.grammar
+    if streams:
+        extra["on_token"] = on_token
+    completion = llm.complete(prompt.messages, max_tokens=max_tokens, **extra)
+    if on_token is not None and not streams and completion.text:
+        on_token(completion.text)
     parsed = parse_answer(completion.text)
     return GeneratedAnswer(
         answer=parsed.answer,

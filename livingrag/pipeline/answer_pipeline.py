@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from livingrag.db.repositories import corpora, tenants
 from livingrag.db.repositories import experiences as experience_repo
@@ -66,6 +66,17 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
 
 log = logging.getLogger(__name__)
+
+
+class TokenSink(Protocol):
+    """Who is shown an answer as the model makes it (``answer(tokens=...)``): a streamed HTTP reply,
+    the terminal."""
+
+    def token(self, text: str) -> None:
+        """The next piece of the model's reply."""
+
+    def restart(self, reason: str) -> None:
+        """The reply so far is void and the question is asked again (``reason`` says why)."""
 
 
 class WritebackDropped(LivingRAGError):
@@ -245,8 +256,12 @@ class LivingRAG:
         top_k: int | None = None,
         defer_writeback: bool = False,
         min_corpus_version: int | None = None,
+        tokens: TokenSink | None = None,
     ) -> Answer:
         """Answer one question; the experience write-back is queued, never awaited.
+
+        ``tokens`` is shown the model's reply as it is made (a streamed answer); an answer given again
+        from memory makes no tokens.
 
         ``min_corpus_version``: answer from a graph of at least this corpus version (a client that
         changed the corpus through another replica passes the version it was told); waits for a
@@ -293,7 +308,7 @@ class LivingRAG:
 
         try:
             with sw.step("llm"):
-                gen, prompt, scaffold = self._generate(q, result, prompt, scaffold, stated)
+                gen, prompt, scaffold = self._generate(q, result, prompt, scaffold, stated, tokens)
         except LLMError as exc:
             sw.total()
             scaffold_id = scaffold.experience_id if scaffold else None
@@ -448,18 +463,22 @@ class LivingRAG:
         prompt: QAPrompt,
         scaffold: ScaffoldChoice | None,
         stated: list[Scaffold],
+        tokens: TokenSink | None = None,
     ) -> tuple[GeneratedAnswer, QAPrompt, ScaffoldChoice | None]:
         """The LLM's answer to ``prompt``, with the prompt and scaffold it was finally given.
 
         An answer that copies a placeholder of the masked scaffold ("[ENT]") cannot be right: the
         question is asked again without the scaffold, and both calls are counted in the completion.
         """
-        gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+        on_token = tokens.token if tokens is not None else None
+        gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens, on_token=on_token)
         if scaffold is not None and self.mask_scaffolds and has_placeholder(gen.answer):
             log.info("answer %r copied the masked scaffold; asking again without it", gen.answer)
+            if tokens is not None:
+                tokens.restart("the answer copied a placeholder of the reference question; asked again without it")
             first = gen.completion
             prompt = build_qa_prompt(q, result.passages, findings=stated, style=self.style)
-            gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens)
+            gen = generate_answer(self.llm, prompt, max_tokens=self.settings.llm.max_tokens, on_token=on_token)
             gen = replace(gen, completion=added(first, gen.completion))
             scaffold = None
         return gen, prompt, scaffold

@@ -4,9 +4,10 @@ on loopback.
 It answers deterministically (by default ``Answer: <last user message, reversed word order>``;
 ``responder`` replaces that, e.g. :func:`qa_reply`, which answers a QA prompt from its first
 passage), reports usage as word counts, and follows a script of per-request behaviours so that
-tests can provoke HTTP errors, missing usage and slow answers. It records every request it received
-and the largest number of requests it was serving at once (``record=False`` keeps no requests, for
-long benchmark runs).
+tests can provoke HTTP errors, missing usage and slow answers. ``stream: true`` answers with
+server-sent ``chat.completion.chunk`` events, one word (with its leading space) a piece, as OpenAI
+does. It records every request it received and the largest number of requests it was serving at
+once (``record=False`` keeps no requests, for long benchmark runs).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class Step:
     """Sent as ``choices[0].logprobs.content[0].top_logprobs`` when the request asks for logprobs."""
     token_logprobs: tuple[tuple[str, float], ...] = ()
     """Sent as ``choices[0].logprobs.content`` (else the first alternative alone) when asked for."""
+    token_delay_s: float = 0.0
+    """A streamed reply (``stream: true``) waits this long before each piece."""
+    stream_error_after: int | None = None
+    """A streamed reply sends this many pieces, then an ``{"error": ...}`` event of ``stream_error_type``."""
+    stream_error_type: str = "server_error"
 
 
 def reply_for(messages: list[dict[str, Any]]) -> str:
@@ -104,6 +110,8 @@ class OpenAICompatServer:
                         self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     elif step.status != 200:
                         self._send(step.status, {"error": {"message": step.error_message, "code": step.status}}, step)
+                    elif body.get("stream"):
+                        self._stream(server._chunks(body, step), step)
                     else:
                         self._send(200, server._completion(body, step), step)
                 except (BrokenPipeError, ConnectionResetError):
@@ -111,6 +119,20 @@ class OpenAICompatServer:
                 finally:
                     with server._lock:
                         server.in_flight -= 1
+
+            def _stream(self, chunks: list[dict[str, Any]], step: Step) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                for chunk in chunks:
+                    if step.token_delay_s and chunk.get("choices"):
+                        time.sleep(step.token_delay_s)
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
 
             def _send(self, status: int, payload: dict[str, Any], step: Step | None = None) -> None:
                 data = json.dumps(payload).encode()
@@ -164,6 +186,23 @@ class OpenAICompatServer:
                 "total_tokens": prompt + words(text),
             }
         return out
+
+    def _chunks(self, body: dict[str, Any], step: Step) -> list[dict[str, Any]]:
+        """The streamed form of :meth:`_completion`'s reply: a chunk a word, the finish, the usage."""
+        whole = self._completion(body, step)
+        text = whole["choices"][0]["message"]["content"] if whole["choices"] else ""
+        pieces = re.findall(r"\s*\S+", text)
+        base = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        chunks = [
+            base | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in pieces
+        ]
+        if step.stream_error_after is not None:
+            error = {"error": {"message": step.error_message, "type": step.stream_error_type}}
+            return [*chunks[: step.stream_error_after], error]
+        chunks.append(base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if step.usage and (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(base | {"choices": [], "usage": whole.get("usage")})
+        return chunks
 
     def __enter__(self) -> OpenAICompatServer:
         self._thread.start()

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
+from livingrag.testing.openai_server import OpenAICompatServer, Step, qa_reply
 from tests.api_support import ADMIN_KEY, ROOT, Server, auth, server_env
 from tests.corpus_support import CORPUS, QUESTIONS
 
@@ -126,6 +126,7 @@ def live(make_database_url: Callable[[], str], tmp_path_factory: pytest.TempPath
             a = json.loads(cli("tenant", "create", "ui-acme", "--json"))
             b = httpx.post(srv.url + "/v1/tenants", json={"name": "ui-globex"}, headers=auth(ADMIN_KEY)).json()
             world = {"url": srv.url, "log": log, "a": a["api_key"], "a_id": a["id"], "b": b["api_key"], "b_id": b["id"]}
+            world["llm"] = llm
             for who, name in (("a", "acme-wiki"), ("b", "globex-secret-wiki")):
                 key = world[who]
                 cid = httpx.post(srv.url + "/v1/corpora", json={"name": name}, headers=auth(key)).json()["id"]
@@ -254,6 +255,28 @@ def test_sign_in_and_ask_in_both_modes(tenant_page: Any, live: dict[str, Any], s
     _ask(page, "Who directed Silver Harbor?", "living")
     page.locator("table.fused tbody tr a").first.click()
     page.locator("#exp-title").wait_for()
+
+
+def test_the_answer_streams_as_the_model_writes_it(tenant_page: Any, live: dict[str, Any], shots: Any) -> None:
+    """The loopback LLM sends its reply a word every 0.4 s: the model's text shows while it is being
+    written (before the answer), then the answer replaces it and keeps it under "The model's text"."""
+    page = tenant_page
+    live["llm"].script.append(Step(token_delay_s=0.4))
+    page.goto(page.url.split("#")[0] + "#/ask")
+    page.get_by_label("Question", exact=True).fill(QUESTIONS[0][0])
+    page.get_by_role("radio", name="linear").check()
+    page.get_by_role("button", name="Ask", exact=True).click()
+    stream = page.get_by_label("The model's text as it is written")
+    expect(stream).to_contain_text("Thought:")
+    assert page.locator("#answer-title").count() == 0  # still writing: the answer has not come
+    expect(page.get_by_role("status")).to_have_text("The model is writing…")
+    shots(page, "ask-streaming")
+    page.locator("#answer-title").wait_for()
+    assert page.locator("pre.stream").count() == 0
+    kept = page.locator("details.model-text")
+    kept.locator("summary").click()
+    expect(kept.locator("pre")).to_contain_text("Answer:")
+    assert page.locator("p.answer").inner_text().strip() in kept.locator("pre").inner_text()
 
 
 def test_open_an_experience(tenant_page: Any, shots: Any) -> None:

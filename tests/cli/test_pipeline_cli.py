@@ -154,3 +154,27 @@ def test_demo_reports_a_failed_answer_and_goes_on(llm_env: None, server: OpenAIC
     assert "HTTP 503" in first["errors"]["linear"] and "model process crashed" in first["errors"]["linear"]
     assert first["living"] is not None and second["linear"] is not None and second["errors"] == {}
     assert "1 of 4 answers failed" in res.stderr
+
+
+def test_ask_streams_the_models_text_then_the_formatted_answer(
+    llm_env: None, corpus_tenant: tuple[int, str], server: OpenAICompatServer
+) -> None:
+    """``--stream`` prints the model's text as it comes (the server sends it a word at a time), then
+    the answer, its explanation and numbered sources; ``--no-stream`` and ``--json`` print no raw text."""
+    _, tenant = corpus_tenant
+    question = "Where was the director of Silver Harbor born?"
+    res = runner.invoke(app, ["ask", "--tenant", tenant, "--corpus", "small", "--mode", "linear", "--stream", question])
+    assert res.exit_code == 0, res.output
+    assert server.requests[-1]["body"].get("stream") is True
+    # the model's own text as it was made ("Thought: ... Answer: ..."), then the formatted answer
+    assert res.stdout.startswith("Thought: ") and res.stdout.count("Answer: ") == 2
+    assert "Sources:" in res.stdout and "[1] " in res.stdout
+    res = runner.invoke(
+        app, ["ask", "--tenant", tenant, "--corpus", "small", "--mode", "linear", "--no-stream", question]
+    )
+    assert res.exit_code == 0 and res.stdout.startswith("Answer: ") and "Thought:" not in res.stdout
+    assert "stream" not in server.requests[-1]["body"]
+    assert (
+        "Thought:"
+        not in ask("--tenant", tenant, "--corpus", "small", "--mode", "linear", "--stream", question)["answer"]
+    )

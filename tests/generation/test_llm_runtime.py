@@ -191,6 +191,8 @@ def test_chat_requests_are_validated_field_by_field() -> None:
         "grammar": None,
         "logprobs": False,
         "top_logprobs": 0,
+        "stream": False,
+        "stream_options": {},
     }
     bad = [
         ([], "must be a JSON object"),
@@ -201,6 +203,8 @@ def test_chat_requests_are_validated_field_by_field() -> None:
         ({"messages": [{"role": "user", "content": "x"}], "temperature": -1}, "'temperature' must not be negative"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "'stop' must be a string or a list"),
         ({"messages": [{"role": "user", "content": "x"}], "grammar": 5}, "'grammar' has the wrong type"),
+        ({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "'stream' must be true or false"),
+        ({"messages": [{"role": "user", "content": "x"}], "stream_options": 1}, "'stream_options' has the wrong type"),
     ]
     for body, message in bad:
         with pytest.raises(RequestError, match=message) as info:

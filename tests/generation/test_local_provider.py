@@ -157,3 +157,38 @@ def test_the_judge_on_the_real_model_prefers_the_supported_answer(llm: LocalLLM)
     right = judge.verify(extract_claims("", "Galway", q, 4), passages)[0].score
     wrong = judge.verify(extract_claims("", "Tokyo", q, 4), passages)[0].score
     assert 0.0 <= wrong < right <= 1.0 and right > 0.5
+
+
+def test_streamed_reply_equals_the_whole_reply_token_by_token(llm: LocalLLM) -> None:
+    """The model process streams each token as it is made (server-sent chunks); the pieces join into
+    the same reply, token counts and log-probabilities as the whole reply."""
+    messages = [{"role": "user", "content": "Count from one to five in words, separated by commas."}]
+    whole = llm.complete(messages, max_tokens=12, top_logprobs=2)
+    pieces: list[str] = []
+    streamed = llm.complete(messages, max_tokens=12, top_logprobs=2, on_token=pieces.append)
+    assert len(pieces) >= 2 and "".join(pieces) == streamed.text == whole.text
+    assert (streamed.prompt_tokens, streamed.completion_tokens) == (whole.prompt_tokens, whole.completion_tokens)
+    assert streamed.finish_reason == whole.finish_reason
+    assert streamed.token_logprobs == whole.token_logprobs and streamed.first_token_alternatives
+
+
+def test_streamed_qa_answer_under_the_grammar(llm: LocalLLM) -> None:
+    prompt = build_qa_prompt(
+        "Where was the director of Film Alpha born?",
+        ["Film Alpha is a 1961 drama directed by Mira Okafor.", "Mira Okafor was born in Lagos in 1920."],
+        style="short",
+    )
+    pieces: list[str] = []
+    out = generate_answer(llm, prompt, max_tokens=48, on_token=pieces.append)
+    assert len(pieces) >= 2 and "".join(pieces) == out.completion.text
+    assert out.completion.text.startswith("Evidence: ") and "lagos" in out.answer.lower()
+
+
+def test_streamed_timeout_and_context_errors_are_the_same_errors() -> None:
+    slow = build_llm(
+        LLMSettings(provider="local", model=MODEL, timeout_s=0.01, context_tokens=256), data_dir=default_data_dir()
+    )
+    with pytest.raises(LLMTimeout, match=r"did not finish within 0.01 s"):
+        slow.complete([{"role": "user", "content": "Write a long story."}], max_tokens=200, on_token=lambda t: None)  # type: ignore[call-arg]
+    with pytest.raises(LLMError, match="LIVINGRAG_LLM__CONTEXT_TOKENS"):
+        slow.complete([{"role": "user", "content": "word " * 400}], max_tokens=4, on_token=lambda t: None)  # type: ignore[call-arg]

@@ -51,7 +51,7 @@ def list_experiences(
     min_confidence: float | None = Query(
         None, ge=0, le=1, description="Only at or above this confidence (the gate's heuristic GS, not a probability)."
     ),
-    trust: Trust | None = Query(None, description="Only this trust: unverified, verified or retracted."),
+    trust: Trust | None = Query(None, description="Only this trust: unverified, auto_verified, verified or retracted."),
     page: PageParams = Depends(),
     tid: int = Depends(tenant_id),
     svc: Services = Depends(services),

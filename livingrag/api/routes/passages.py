@@ -51,6 +51,8 @@ from livingrag.corpus.index_jobs import IndexJobRecord, JobProgress, JobState
 from livingrag.corpus.indexer import IndexReport
 from livingrag.corpus.ingest import Document
 from livingrag.corpus.service import PassageRecord
+from livingrag.io.documents import Section
+from livingrag.io.readers.structure import render
 from livingrag.quotas import check_quota
 from livingrag.retrieval.retriever import shared_graph_cache
 from livingrag.services.keys import READ, WRITE
@@ -79,8 +81,71 @@ def _documents(items: Sequence[PassageIn | DocumentIn], what: str) -> list[Docum
         text = _clean(p.text, f"{what}[{i}].text").strip()
         if not text:
             raise ApiError(422, "invalid_input", f"{what}[{i}].text is empty (only whitespace)")
-        docs.append(Document(title=_clean(p.title, f"{what}[{i}].title").strip(), text=text, external_id=p.external_id))
+        title = _clean(p.title, f"{what}[{i}].title").strip()
+        if isinstance(p, DocumentIn):
+            sections = _sections(p, f"{what}[{i}]", text)
+            docs.append(
+                Document(
+                    title=title,
+                    text=text,
+                    external_id=p.external_id,
+                    title_is_entity=p.title_is_entity,
+                    sections=sections,
+                )
+            )
+        else:
+            docs.append(Document(title=title, text=text, external_id=p.external_id))
     return docs
+
+
+def _sections(doc: DocumentIn, where: str, text: str) -> tuple[Section, ...]:
+    """A document's sections as the readers make them (:mod:`livingrag.io.readers.structure`): each
+    heading one line, each text not blank, and the document's text the one they render to."""
+    sections = []
+    for j, section in enumerate(doc.sections):
+        at = f"{where}.sections[{j}]"
+        body = section.text.strip()
+        if not body:
+            raise ApiError(422, "invalid_input", f"{at}.text is empty (only whitespace)")
+        path = tuple(heading.strip() for heading in section.path)
+        for k, heading in enumerate(path):
+            if len(heading.splitlines()) != 1:
+                raise ApiError(422, "invalid_input", f"{at}.path[{k}] must be one line of text (a heading)")
+        sections.append(Section(path, body))
+    if sections and render(sections) != text:
+        raise ApiError(
+            422,
+            "invalid_input",
+            f"{where}.text is not the text of its sections: with sections, give the text they render to (each "
+            "section's last heading on a line above its text, the sections separated by a blank line)",
+        )
+    return tuple(sections)
+
+
+def job_document(doc: Document) -> dict[str, Any]:
+    """``doc`` as an index job stores it (JSON); :func:`_job_document` reads it back unchanged, its
+    sections and whether its title is an entity included."""
+    out: dict[str, Any] = {"title": doc.title, "text": doc.text, "external_id": doc.external_id}
+    if doc.source:
+        out["source"] = doc.source
+    if not doc.title_is_entity:
+        out["title_is_entity"] = False
+    if doc.sections:
+        out["sections"] = [{"path": list(s.path), "text": s.text} for s in doc.sections]
+    return out
+
+
+def _job_document(d: dict[str, Any]) -> Document:
+    """A document of a stored job (jobs stored before sections were kept have title, text and
+    external id only)."""
+    return Document(
+        title=d["title"],
+        text=d["text"],
+        external_id=d.get("external_id"),
+        source=d.get("source") or "",
+        title_is_entity=bool(d.get("title_is_entity", True)),
+        sections=tuple(Section(tuple(s["path"]), s["text"]) for s in d.get("sections") or ()),
+    )
 
 
 def _result(r: IndexReport) -> IndexResult:
@@ -278,7 +343,7 @@ def run_index_job(
     app instance): the corpus's change lock of this instance is held for it (the job's thread may
     wait; request threads never do), and questions asked once it is done see its passages."""
     info = service.get_corpus(svc.db, job.tenant_id, job.corpus_id)
-    docs = [Document(title=d["title"], text=d["text"], external_id=d.get("external_id")) for d in documents]
+    docs = [_job_document(d) for d in documents]
     with svc.index_locks.hold(info.id, None):
         report = service.indexer(svc.db, job.tenant_id, info, svc.settings, progress=progress).index_documents(docs)
     if report.indexed:
@@ -307,9 +372,14 @@ def submit_index_job(
 ) -> JobOut:
     docs = _documents(body.documents, "documents")
     info = corpus_of(svc, tid, corpus_id)
+    return submit_documents(svc, tid, info, docs)
+
+
+def submit_documents(svc: Services, tid: int, info: CorpusInfo, docs: Sequence[Document]) -> JobOut:
+    """Queue an index job of ``docs`` for the corpus ``info`` (the documents are checked already):
+    what ``POST .../index-jobs`` and ``POST .../uploads`` answer."""
     _refuse_full_corpus(svc, tid, info.id)
-    payload = [{"title": d.title, "text": d.text, "external_id": d.external_id} for d in docs]
-    return _job_out(svc.jobs.submit(tid, info.id, payload))
+    return _job_out(svc.jobs.submit(tid, info.id, [job_document(d) for d in docs]))
 
 
 def _refuse_full_corpus(svc: Services, tid: int, corpus_id: int) -> None:

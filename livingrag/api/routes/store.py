@@ -39,6 +39,12 @@ def store_health(
 def writeback_decision(
     query_log_id: int = Path(..., ge=1), tid: int = Depends(tenant_id), svc: Services = Depends(services)
 ) -> WritebackOut:
+    return writeback_out(svc, tid, query_log_id)
+
+
+def writeback_out(svc: Services, tid: int, query_log_id: int) -> WritebackOut:
+    """The write-back decision for one of tenant ``tid``'s questions as the API shows it (pending
+    while the worker has not decided; none where nothing is written back)."""
     gates = svc.settings.gates
     mode, row = insights.writeback_decision(svc.db, tid, query_log_id)
     base: dict[str, Any] = {

@@ -1,5 +1,7 @@
 // The API client: the key lives only in sessionStorage and travels only in the Authorization
-// header (never in a URL). Errors come back as ApiError with the API's status and message.
+// header (never in a URL). Errors come back as ApiError with the API's status and message. A write
+// request (POST, PATCH, DELETE) takes the previous request's error off the page as it starts.
+import { clearError } from "./messages.js";
 
 const KEY = "livingrag.key";
 const ROLE = "livingrag.role";
@@ -40,12 +42,32 @@ export const session = {
 let onUnauthorized = () => {};
 export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
 
-/** Call the API; ``asTenant`` false leaves out the operator's tenant header (admin routes). */
-export async function api(method, path, body, { key = session.key, asTenant = true } = {}) {
-  const headers = { Accept: "application/json" };
+/** The headers of a request: the key, the operator's tenant (unless ``asTenant`` is false: admin
+ * routes), what is accepted, and JSON when a body is sent. */
+export function requestHeaders({ key = session.key, asTenant = true, accept = "application/json", json = false } = {}) {
+  const headers = { Accept: accept };
   if (key) headers.Authorization = `Bearer ${key}`;
   if (asTenant && session.role === "operator" && session.tenant) headers["X-Livingrag-Tenant"] = session.tenant;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (json) headers["Content-Type"] = "application/json";
+  return headers;
+}
+
+/** The ApiError of a failed response, from its JSON error body (``data``, read here when not
+ * given), else its status line; a 401 for the signed-in key asks to sign in again. */
+export async function responseError(res, data, key = session.key) {
+  if (data === undefined) {
+    try { data = await res.json(); } catch { data = null; }
+  }
+  const err = (data && data.error) || {};
+  const e = new ApiError(res.status, err.code || "error", err.message || `${res.status} ${res.statusText}`);
+  if (res.status === 401 && key === session.key) onUnauthorized(e);
+  return e;
+}
+
+/** Call the API; ``asTenant`` false leaves out the operator's tenant header (admin routes). */
+export async function api(method, path, body, { key = session.key, asTenant = true } = {}) {
+  const headers = requestHeaders({ key, asTenant, json: body !== undefined });
+  if (method !== "GET") clearError();
   let res;
   try {
     res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -55,12 +77,7 @@ export async function api(method, path, body, { key = session.key, asTenant = tr
   if (res.status === 204) return null;
   let data = null;
   try { data = await res.json(); } catch { data = null; }
-  if (!res.ok) {
-    const err = (data && data.error) || {};
-    const e = new ApiError(res.status, err.code || "error", err.message || `${res.status} ${res.statusText}`);
-    if (res.status === 401 && key === session.key) onUnauthorized(e);
-    throw e;
-  }
+  if (!res.ok) throw await responseError(res, data, key);
   return data;
 }
 

@@ -52,16 +52,70 @@ export function clear(el) {
 }
 
 let uid = 0;
-/** A labelled form field: returns [wrapper, control]. */
+/** A labelled form field: returns [wrapper, control]. A control with ``maxlength`` says when its
+ * text is over the limit instead of being cut silently (see :func:`sayLimit`). */
 export function field(label, control, hint) {
   control.id = control.id || `f${++uid}`;
   const parts = [h("label", { for: control.id }, label), control];
+  const described = [];
   if (hint) {
-    const hid = `${control.id}-hint`;
-    control.setAttribute("aria-describedby", hid);
-    parts.push(h("small.hint", { id: hid }, hint));
+    described.push(`${control.id}-hint`);
+    parts.push(h("small.hint", { id: `${control.id}-hint` }, hint));
   }
+  if (control.hasAttribute("maxlength")) {
+    const notice = h("p.limit-notice", { id: `${control.id}-limit`, "aria-live": "polite", hidden: true });
+    described.push(notice.id);
+    parts.push(notice);
+    sayLimit(control, notice);
+  }
+  if (described.length) control.setAttribute("aria-describedby", described.join(" "));
   return [h("div.field", {}, ...parts), control];
+}
+
+/** Characters as the API counts them (code points: an emoji is one, not two). */
+export function charCount(text) {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
+/** The first ``max`` characters (code points) of ``text``. */
+export function cutTo(text, max) {
+  return Array.from(text).slice(0, max).join("");
+}
+
+/** Say a text control's length limit rather than cut a paste at it: a browser's ``maxlength``
+ * drops whatever goes past it without a word (a pasted question of 5,000 characters became its
+ * first 4,000). The attribute is taken off; once the text is over the limit ``notice`` says how
+ * long it is, that nothing was cut, and offers to cut it, and the control is invalid (its form
+ * does not send) until it fits. Returns the function that checks it again (after a value is set
+ * from a script). */
+export function sayLimit(control, notice) {
+  const max = Number(control.getAttribute("maxlength"));
+  control.removeAttribute("maxlength");
+  control.dataset.maxChars = String(max);
+  const cut = h("button.cut", { type: "button" }, `Cut it to the first ${fmtNum(max, 0)} characters`);
+  function check() {
+    const n = control.value.length > max ? charCount(control.value) : control.value.length;
+    if (n <= max) {
+      control.setCustomValidity("");
+      control.removeAttribute("aria-invalid");
+      clear(notice).hidden = true;
+      return;
+    }
+    const text = `This text is ${fmtNum(n, 0)} characters long, ${fmtNum(n - max, 0)} over the limit of ${fmtNum(max, 0)}. Nothing was cut: shorten it, or cut it here.`;
+    control.setCustomValidity(`${fmtNum(n, 0)} characters; the limit is ${fmtNum(max, 0)}`);
+    control.setAttribute("aria-invalid", "true");
+    clear(notice).append(h("span", {}, text), " ", cut);
+    notice.hidden = false;
+  }
+  cut.addEventListener("click", () => {
+    control.value = cutTo(control.value, max);
+    check();
+    control.focus();
+  });
+  control.addEventListener("input", check);
+  return check;
 }
 
 export function fmtNum(x, digits = 3) {

@@ -17,7 +17,10 @@ Routes (one generation at a time; the others wait):
   context or an invalid grammar answers 400 naming the setting. ``logprobs: true`` (with
   ``top_logprobs: k``, 0-20) adds OpenAI's ``choices[0].logprobs.content``: each generated token's
   log-probability under the model (its raw logits, before any grammar) and the ``k`` most likely
-  tokens at its step (see :class:`TokenLogprobs` for the reply's last token).
+  tokens at its step (see :class:`TokenLogprobs` for the reply's last token). ``stream: true``
+  answers with server-sent events, OpenAI's ``chat.completion.chunk`` objects: one per token as it
+  is made, one with the finish reason, one with the usage when ``stream_options.include_usage`` is
+  true, then ``data: [DONE]``; a timeout after the first token is a last ``{"error": ...}`` event.
 * ``POST /v1/tokenize``: ``{"content": text}`` -> ``{"tokens": [...]}`` (no special tokens).
 * ``GET /health``: ``{"status": "ok", "busy": bool, "served": n, "system_info": ...}``.
 """
@@ -28,13 +31,14 @@ import argparse
 import contextlib
 import faulthandler
 import hmac
+import itertools
 import json
 import os
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -98,7 +102,15 @@ def parse_chat_request(body: Any) -> dict[str, Any]:
         raise RequestError(400, f"field 'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}")
     if top_logprobs and not logprobs:
         raise RequestError(400, "field 'top_logprobs' needs 'logprobs': true")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise RequestError(400, f"field 'stream' must be true or false, not {type(stream).__name__}")
+    stream_options = _field(body, "stream_options", dict, {})
     return {
+        "stream": stream,
+        "stream_options": stream_options,
         "messages": clean,
         "max_tokens": max_tokens,
         "temperature": temperature,
@@ -238,52 +250,78 @@ class LlamaModel:
                 self.busy = False
                 self.served += 1
 
-    def _chat_locked(self, req: dict[str, Any]) -> dict[str, Any]:
+    def chat_stream(self, req: dict[str, Any]) -> Generator[dict[str, Any], None, None]:
+        """One chat completion as OpenAI's stream chunks (``chat.completion.chunk``): one per token
+        with its text, then one with the finish reason (and the logprobs when asked for), then one
+        with the usage. The model is held until the iterator ends or is closed; a RequestError before
+        the first chunk means nothing was generated, one after it (a timeout) ends the stream."""
+        with self.lock:
+            self.busy = True
+            try:
+                yield from self._stream_locked(req)
+            finally:
+                self.busy = False
+                self.served += 1
+
+    def _start(self, req: dict[str, Any]) -> tuple[Any, TokenLogprobs | None, list[int], Any]:
+        """Begin a generation: (llama.cpp's completion, whole or an iterator of chunks; the logprob
+        recorder; the prompt's tokens; whether the deadline passed, as a one-element list)."""
         llama_cpp = self.llama_cpp
         compiled = self._grammar(req["grammar"]) if req["grammar"] else None
         deadline = time.perf_counter() + self.timeout_s
-        timed_out = False
+        timed_out = [False]
 
         def past_deadline(_input_ids: Any, _logits: Any) -> bool:
-            nonlocal timed_out
-            timed_out = time.perf_counter() > deadline
-            return timed_out
+            timed_out[0] = time.perf_counter() > deadline
+            return timed_out[0]
 
         # The chat template is applied here rather than by create_chat_completion, which takes no
         # stopping criteria: the deadline check must end generation without forcing a token (a
         # forced token can violate a grammar, which aborts llama.cpp).
+        chat = self.formatter(messages=req["messages"])
+        tokens = self.llama.tokenize(chat.prompt.encode("utf-8"), add_bos=not chat.added_special, special=True)
+        template_stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
+        criteria = llama_cpp.StoppingCriteriaList([past_deadline, *(chat.stopping_criteria or [])])
+        # Every prompt is evaluated from its first token: llama-cpp-python would otherwise reuse
+        # the KV cache of the longest prefix shared with the previous request, which changes how
+        # the rest is batched, so a near tie in greedy decoding could go either way and the same
+        # prompt get another answer depending on what was asked before (seen in a paired
+        # evaluation: same prompt, different answers). It costs the shared prefix's evaluation.
+        self.llama.reset()
+        recorder = TokenLogprobs(req["top_logprobs"], self._text_of) if req["logprobs"] else None
+        processors = llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None
+        out = self.llama.create_completion(
+            prompt=tokens,
+            max_tokens=req["max_tokens"],
+            temperature=req["temperature"],
+            repeat_penalty=1.0,
+            stop=[*req["stop"], *template_stop],
+            seed=0,
+            stopping_criteria=criteria,
+            logits_processor=processors,
+            grammar=compiled,
+            stream=bool(req.get("stream")),
+        )
+        return out, recorder, tokens, timed_out
+
+    def _logprobs(self, req: dict[str, Any], recorder: TokenLogprobs | None) -> dict[str, Any] | None:
+        if recorder is None:
+            return None
+        unconstrained = req["temperature"] == 0 and not req["grammar"]
+        return {"content": recorder.finish(greedy_unconstrained=unconstrained, eos=self.llama.token_eos())}
+
+    def _timeout(self) -> RequestError:
+        return RequestError(504, f"did not finish within {self.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)", "timeout")
+
+    def _chat_locked(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
-            chat = self.formatter(messages=req["messages"])
-            tokens = self.llama.tokenize(chat.prompt.encode("utf-8"), add_bos=not chat.added_special, special=True)
-            template_stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
-            criteria = llama_cpp.StoppingCriteriaList([past_deadline, *(chat.stopping_criteria or [])])
-            # Every prompt is evaluated from its first token: llama-cpp-python would otherwise reuse
-            # the KV cache of the longest prefix shared with the previous request, which changes how
-            # the rest is batched, so a near tie in greedy decoding could go either way and the same
-            # prompt get another answer depending on what was asked before (seen in a paired
-            # evaluation: same prompt, different answers). It costs the shared prefix's evaluation.
-            self.llama.reset()
-            recorder = TokenLogprobs(req["top_logprobs"], self._text_of) if req["logprobs"] else None
-            processors = llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None
-            out = self.llama.create_completion(
-                prompt=tokens,
-                max_tokens=req["max_tokens"],
-                temperature=req["temperature"],
-                repeat_penalty=1.0,
-                stop=[*req["stop"], *template_stop],
-                seed=0,
-                stopping_criteria=criteria,
-                logits_processor=processors,
-                grammar=compiled,
-            )
-        except ValueError as err:  # e.g. "Requested tokens (5000) exceed context window of 4096"
-            raise RequestError(
-                400, f"{err} (shorten the prompt or raise LIVINGRAG_LLM__CONTEXT_TOKENS)", "context_length_exceeded"
-            ) from err
+            out, recorder, _tokens, timed_out = self._start(req)
+        except ValueError as err:
+            raise _context_error(err) from err
         except RuntimeError as err:
             raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
-        if timed_out:
-            raise RequestError(504, f"did not finish within {self.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)", "timeout")
+        if timed_out[0]:
+            raise self._timeout()
         assert isinstance(out, dict)  # not streamed (stream=False), so one whole completion
         choice = out["choices"][0]
         usage: Mapping[str, Any] = out.get("usage") or {}
@@ -299,24 +337,57 @@ class LlamaModel:
                     "index": 0,
                     "message": {"role": "assistant", "content": choice.get("text") or ""},
                     "finish_reason": choice.get("finish_reason"),
-                    "logprobs": (
-                        {
-                            "content": recorder.finish(
-                                greedy_unconstrained=req["temperature"] == 0 and compiled is None,
-                                eos=self.llama.token_eos(),
-                            )
-                        }
-                        if recorder is not None
-                        else None
-                    ),
+                    "logprobs": self._logprobs(req, recorder),
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": _usage(prompt_tokens, completion_tokens),
         }
+
+    def _stream_locked(self, req: dict[str, Any]) -> Generator[dict[str, Any], None, None]:
+        ident = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+            body = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": self.name}
+            return body | {"choices": choices} | extra
+
+        finish: str | None = None
+        pieces = 0
+        try:
+            out, recorder, tokens, timed_out = self._start(req)
+            for part in out:  # llama.cpp evaluates the prompt at the first step
+                choice = part["choices"][0]
+                text = choice.get("text") or ""
+                finish = choice.get("finish_reason") or finish
+                if text:
+                    pieces += 1
+                    yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+        except ValueError as err:
+            raise _context_error(err) from err
+        except RuntimeError as err:
+            raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
+        if timed_out[0]:
+            raise self._timeout()
+        done = {"index": 0, "delta": {}, "finish_reason": finish or "stop", "logprobs": self._logprobs(req, recorder)}
+        yield chunk([done])
+        if (req.get("stream_options") or {}).get("include_usage"):
+            # completion tokens: the pieces streamed (llama.cpp yields one per generated token)
+            yield chunk([], usage=_usage(len(tokens), pieces))
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _context_error(err: ValueError) -> RequestError:
+    """A prompt the context cannot hold (llama.cpp: "Requested tokens (5000) exceed context window of 4096")."""
+    return RequestError(
+        400, f"{err} (shorten the prompt or raise LIVINGRAG_LLM__CONTEXT_TOKENS)", "context_length_exceeded"
+    )
 
 
 def make_handler(model: LlamaModel, token: str, system_info: str) -> type[BaseHTTPRequestHandler]:
@@ -335,6 +406,30 @@ def make_handler(model: LlamaModel, token: str, system_info: str) -> type[BaseHT
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _stream(self, chunks: Generator[dict[str, Any], None, None]) -> None:
+            """Server-sent events, one ``data:`` line a chunk, then ``data: [DONE]``. An error before
+            the first chunk answers as a whole (status and JSON); one after it is a last
+            ``data: {"error": ...}`` event (OpenAI's form). The connection closes at the end."""
+            try:
+                first = next(chunks, None)  # raises RequestError before anything is sent
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for c in itertools.chain([] if first is None else [first], chunks):
+                        self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+                        self.wfile.flush()
+                except RequestError as err:
+                    error = {"error": {"message": str(err), "type": err.kind, "code": err.status}}
+                    self.wfile.write(b"data: " + json.dumps(error).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            finally:
+                chunks.close()  # frees the model when the parent went away mid-stream
 
         def _error(self, status: int, message: str, kind: str) -> None:
             self._send(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -377,7 +472,11 @@ def make_handler(model: LlamaModel, token: str, system_info: str) -> type[BaseHT
                 except ValueError as err:
                     raise RequestError(400, f"the request body is not JSON: {err}") from err
                 if path == "/v1/chat/completions":
-                    self._send(200, model.chat(parse_chat_request(body)))
+                    req = parse_chat_request(body)
+                    if req["stream"]:
+                        self._stream(model.chat_stream(req))
+                    else:
+                        self._send(200, model.chat(req))
                 elif path == "/v1/tokenize":
                     content = body.get("content") if isinstance(body, dict) else None
                     if not isinstance(content, str):

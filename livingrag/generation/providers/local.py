@@ -36,7 +36,7 @@ from pydantic import SecretStr
 
 from livingrag.config import LLMSettings
 from livingrag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelUnavailable
-from livingrag.generation.llm import Completion, Message
+from livingrag.generation.llm import Completion, Message, TokenCallback
 from livingrag.generation.providers.child_process import ChildStartError, SupervisedChild
 from livingrag.generation.providers.cpu_support import cpu_refusal, read_cpu_flags
 from livingrag.generation.providers.llama_child import TOKEN_ENV
@@ -75,6 +75,8 @@ class LocalLLM:
     """``complete`` accepts ``grammar=`` (llama.cpp GBNF) to constrain the reply's form."""
     supports_logprobs = True
     """``complete`` accepts ``top_logprobs=`` (each token's log-probability, and the first token's alternatives)."""
+    supports_streaming = True
+    """``complete`` accepts ``on_token=``: the model process streams each token as it is made."""
 
     def __init__(self, settings: LLMSettings, *, models_dir: Path) -> None:
         self.settings = settings
@@ -220,10 +222,12 @@ class LocalLLM:
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
         top_logprobs: int | None = None,
+        on_token: TokenCallback | None = None,
     ) -> Completion:
         """Generate a reply (greedy at temperature 0); raises LLMTimeout, LLMError, LLMUnavailable or
         ModelUnavailable. ``top_logprobs`` asks for each token's log-probability and, when k >= 1, the
-        first token's k most likely alternatives.
+        first token's k most likely alternatives. ``on_token`` is called with each token's text as the
+        model makes it (the reply is the same as without it).
 
         ``grammar`` (llama.cpp GBNF text) constrains the reply; an invalid grammar is an LLMError.
         A crash of the model process under this call is an LLMUnavailable naming how it ended.
@@ -239,6 +243,7 @@ class LocalLLM:
                     stop=stop,
                     grammar=grammar,
                     top_logprobs=top_logprobs,
+                    on_token=on_token,
                 )
             except LLMTimeout:
                 if time.perf_counter() - started >= self._client_timeout_s * 0.9 and self._child is not None:

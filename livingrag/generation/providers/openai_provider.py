@@ -25,13 +25,14 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import openai
 
 from livingrag.config import LLMSettings
 from livingrag.errors import ConfigError, LLMError, LLMTimeout, LLMUnavailable
-from livingrag.generation.llm import Completion, Message
+from livingrag.generation.llm import Completion, Message, TokenCallback
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def _retry_after(err: openai.APIStatusError) -> float | None:
         return None
 
 
-def _server_message(err: openai.APIStatusError) -> str:
+def _server_message(err: openai.APIError) -> str:
     body = getattr(err, "body", None)
     if isinstance(body, dict):
         inner = body.get("error", body)
@@ -71,7 +72,7 @@ def _server_message(err: openai.APIStatusError) -> str:
     return str(getattr(err, "message", "") or err)
 
 
-def _error_type(err: openai.APIStatusError) -> str | None:
+def _error_type(err: openai.APIError) -> str | None:
     body = getattr(err, "body", None)
     inner = body.get("error", body) if isinstance(body, dict) else None
     kind = inner.get("type") if isinstance(inner, dict) else None
@@ -118,6 +119,8 @@ class OpenAICompatibleLLM:
     """Whether ``complete`` sends ``grammar=`` to the server (set by the local provider)."""
     supports_logprobs = True
     """``complete`` takes ``top_logprobs=`` (OpenAI's ``logprobs``; a server that ignores it gives none)."""
+    supports_streaming = True
+    """``complete`` takes ``on_token=`` (OpenAI's ``stream``: server-sent chunks, usage in the last one)."""
 
     def __init__(
         self,
@@ -177,6 +180,7 @@ class OpenAICompatibleLLM:
         stop: Sequence[str] | None = None,
         grammar: str | None = None,
         top_logprobs: int | None = None,
+        on_token: TokenCallback | None = None,
     ) -> Completion:
         """One chat completion; raises LLMTimeout, LLMUnavailable or LLMError (see the module docstring).
 
@@ -184,6 +188,10 @@ class OpenAICompatibleLLM:
         ``top_logprobs`` asks for each generated token's log-probability
         (:attr:`Completion.token_logprobs`) and, when 1-20, the first token's most likely
         alternatives (:attr:`Completion.first_token_alternatives`).
+        ``on_token`` streams the reply (``stream: true``): it is called with each piece of text as the
+        server sends it, and the returned completion is the whole reply. A failure before the first
+        piece is retried as usual; one after it is not (the caller has shown part of a reply), and
+        raises LLMUnavailable saying the reply broke off.
         """
         if top_logprobs is not None and not 0 <= top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be from 0 to 20, not {top_logprobs}")
@@ -201,14 +209,21 @@ class OpenAICompatibleLLM:
             request["logprobs"] = True
             if top_logprobs:
                 request["top_logprobs"] = top_logprobs
+        if on_token is not None:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
         started = time.perf_counter()
         attempts = self.max_retries + 1
         last: Exception | None = None
         what = ""
+        streamed = [False]  # whether on_token has been given any text: then nothing is retried
         for attempt in range(attempts):
             try:
                 with self._slots:
-                    response = self._client.chat.completions.create(**request)
+                    if on_token is not None:
+                        response = self._streamed(request, on_token, streamed)
+                    else:
+                        response = self._client.chat.completions.create(**request)
                 return self._completion(response, messages, started, attempt + 1)
             except openai.APITimeoutError as err:
                 raise LLMTimeout(
@@ -227,13 +242,50 @@ class OpenAICompatibleLLM:
                     raise LLMError(self._client_error(status, detail)) from err
                 last = err
                 what = f"{self.server_label} answered HTTP {status}: {detail}"
+            except openai.APIError as err:  # an error event inside a streamed reply
+                if _error_type(err) == "timeout":
+                    raise LLMTimeout(f"{self.server_label} (model {self.model}): {_server_message(err)}") from err
+                raise LLMError(f"{self.server_label} failed while answering: {_server_message(err)}") from err
             except openai.OpenAIError as err:  # malformed responses and the like
                 raise LLMError(f"{self.server_label} gave an unusable response: {err}") from err
+            if streamed[0]:
+                raise LLMUnavailable(f"{what} (the streamed reply broke off after it had begun)") from last
             if attempt + 1 < attempts:
                 delay = self._backoff(attempt, last)
                 log.warning("%s; retry %d of %d in %.2f s", what, attempt + 1, self.max_retries, delay)
                 time.sleep(delay)
         raise LLMUnavailable(f"{what} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})") from last
+
+    def _streamed(self, request: dict[str, Any], on_token: TokenCallback, streamed: list[bool]) -> Any:
+        """The chunks of a streamed reply gathered into the shape of a whole response (what
+        :meth:`_completion` reads), each piece of text given to ``on_token`` as it comes."""
+        parts: list[str] = []
+        logprobs: list[Any] = []
+        finish: str | None = None
+        usage: Any = None
+        model: str | None = None
+        with self._client.chat.completions.create(**request) as stream:
+            for chunk in stream:
+                model = model or getattr(chunk, "model", None)
+                usage = getattr(chunk, "usage", None) or usage
+                for choice in getattr(chunk, "choices", None) or []:
+                    if getattr(choice, "index", 0) != 0:
+                        continue
+                    piece = getattr(getattr(choice, "delta", None), "content", None)
+                    if piece:
+                        parts.append(piece)
+                        streamed[0] = True
+                        on_token(piece)
+                    finish = getattr(choice, "finish_reason", None) or finish
+                    logprobs.extend(getattr(getattr(choice, "logprobs", None), "content", None) or [])
+        if model is None:
+            raise LLMError(f"{self.server_label} sent an empty stream for model {self.model}")
+        choice = SimpleNamespace(
+            message=SimpleNamespace(content="".join(parts)),
+            finish_reason=finish,
+            logprobs=SimpleNamespace(content=logprobs),
+        )
+        return SimpleNamespace(choices=[choice], usage=usage, model=model)
 
     def _client_error(self, status: int, detail: str) -> str:
         hint = {

@@ -3,9 +3,10 @@
 // with the sentences that ground the answer highlighted, the fused experiences (with weights) and
 // the scaffold, tokens, cost, the latency breakdown, then the write-back decision; and a person's
 // verdict on the answer: Right, Wrong, or the right answer (POST /v1/queries/{id}/feedback).
-import { ApiError, get, post } from "../api.js";
+// The answer is streamed (POST /v1/ask with "stream": true): the model's text shows as it is made.
+import { ApiError, get, post, requestHeaders, responseError } from "../api.js";
 import { append, clear, field, fmtNum, h, table } from "../dom.js";
-import { attempt, showError } from "../messages.js";
+import { attempt, clearError, showError } from "../messages.js";
 import { badge, corpora, corpusSelect, expLink, trustNode } from "./common.js";
 
 const STOP = new Set("the a an of in on at to and or is was were by for with as from that this its it his her their be been who what which when where whom".split(" "));
@@ -180,7 +181,12 @@ function servedNode(a) {
   return node;
 }
 
-function resultNode(q, a) {
+function modelTextNode(text) {
+  if (!text) return null;
+  return h("details.model-text", {}, h("summary", {}, "The model's text, as it was written"), h("pre", {}, text));
+}
+
+function resultNode(q, a, modelText) {
   const passages = h("ol.passages", { "aria-label": "Retrieved passages" });
   const draw = (claimed) => append(clear(passages), a.passages.map((p, i) => passageNode(p, i, a.answer, a.explanation, claimed)));
   draw(new Map());
@@ -194,6 +200,7 @@ function resultNode(q, a) {
     h("p.answer", {}, a.answer),
     servedNode(a),
     h("h3", {}, "Explanation"), h("p.explanation", {}, a.explanation || "–"),
+    modelTextNode(modelText),
     a.query_log_id ? feedbackNode(a.query_log_id, a.answer) : null,
     h("h3", {}, "Experiences"), fused,
     h("p", {}, "Scaffold: ", a.scaffold ? [expLink(a.scaffold.experience_id), ` (score ${fmtNum(a.scaffold.score)}, template similarity ${fmtNum(a.scaffold.template_similarity)})`] : "none"),
@@ -208,6 +215,51 @@ function resultNode(q, a) {
   if (a.query_log_id) pollWriteback(a.query_log_id, wbSlot, draw);
   else wbSlot.append(h("p", {}, "Write-back: none."));
   return node;
+}
+
+/** Server-sent events of a streamed ``POST /v1/ask``: calls ``onEvent(kind, data)`` for each
+ * ``token`` and ``restart``, and returns the ``answer`` event's data; an ``error`` event, or an
+ * error status before the stream began, is thrown as an ApiError. */
+export async function askStreamed(body, onEvent) {
+  const headers = requestHeaders({ accept: "text/event-stream", json: true });
+  clearError();
+  let res;
+  try {
+    res = await fetch("/v1/ask", { method: "POST", headers, body: JSON.stringify({ ...body, stream: true }) });
+  } catch (exc) {
+    throw new ApiError(0, "network", `the server did not answer (${exc.message})`);
+  }
+  if (!res.ok) throw await responseError(res);
+  if (!(res.headers.get("content-type") || "").startsWith("text/event-stream")) {
+    throw new ApiError(res.status, "error", `the server answered ${res.headers.get("content-type")}, not a stream`);
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) kind = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      const payload = data ? JSON.parse(data) : null;
+      if (kind === "answer") return payload;
+      if (kind === "error") {
+        const err = (payload && payload.error) || {};
+        throw new ApiError(payload.status || 500, err.code || "error", err.message || "the answer failed");
+      }
+      onEvent(kind, payload);
+    }
+  }
+  throw new ApiError(0, "network", "the answer's stream ended before the answer");
 }
 
 export async function askView() {
@@ -227,11 +279,26 @@ export async function askView() {
     ev.preventDefault();
     const mode = form.querySelector("input[name=mode]:checked").value;
     submit.disabled = true;
-    clear(out).append(h("p.loading", { role: "status" }, "Answering…"));
-    const a = await attempt(() => post("/v1/ask", { question: question.value, corpus: Number(corpus.value), mode }));
+    const status = h("p.loading", { role: "status" }, "Answering…");
+    const text = h("pre.stream", { "aria-label": "The model's text as it is written" });
+    clear(out).append(status, text);
+    let written = "";
+    const onEvent = (kind, data) => {
+      if (kind === "token") {
+        written += data.text;
+        text.textContent = written;
+        status.textContent = "The model is writing…";
+      } else if (kind === "restart") {
+        written = "";
+        text.textContent = "";
+        status.textContent = `Asked again: ${data.reason}`;
+      }
+    };
+    const q = question.value;
+    const a = await attempt(() => askStreamed({ question: q, corpus: Number(corpus.value), mode }, onEvent));
     submit.disabled = false;
     clear(out);
-    if (a) out.append(resultNode(question.value, a));
+    if (a) out.append(resultNode(q, a, written));
   });
   return { title: "Ask", node: h("section", {}, h("h1", {}, "Ask"), form, out) };
 }

@@ -1,12 +1,17 @@
-// Corpus: create and pick corpora; passages (search, add, edit, delete); background index jobs
-// with their progress; an entity's neighbourhood in the graph.
+// Corpus: create and pick corpora; passages (search, add, edit, delete); files uploaded (picked or
+// dropped) and read as `livingrag index` reads them; background index jobs with their progress; an
+// entity's neighbourhood in the graph.
 import { del, get, patch, post, qs } from "../api.js";
-import { clear, field, fmtTime, h, table } from "../dom.js";
+import { clear, field, fmtNum, fmtTime, h, table } from "../dom.js";
 import { neighbourhoodGraph } from "../graph.js";
-import { attempt, showInfo } from "../messages.js";
+import { attempt, showError, showInfo } from "../messages.js";
 import { badge, corpora } from "./common.js";
 
 const PAGE = 20;
+/** The files the API reads as documents (livingrag.io.readers.DOCUMENT_SUFFIXES). */
+const SUFFIXES = [".pdf", ".docx", ".html", ".htm", ".xhtml", ".md", ".markdown", ".txt"];
+const PASSAGE_CHARS = 200000; // PassageIn.text
+const DOCUMENT_CHARS = 2000000; // DocumentIn.text
 
 function createCorpusForm() {
   const [nameField, name] = field("New corpus name", h("input", { type: "text", name: "corpus-name", required: true, maxlength: 200 }));
@@ -28,14 +33,28 @@ export async function corpusView(cid, entityId = null) {
       cs.length ? picker : h("p", {}, "No corpus yet."), createCorpusForm()) };
   }
   const c = await get(`/v1/corpora/${cid}`);
+  const summary = h("small", {}, corpusSummary(c));
+  const jobs = jobsSection(cid);
+  const passages = await passagesSection(cid);
+  const indexed = async () => {  // an upload's job ended: the counts, passages and jobs again
+    jobs.refresh();
+    passages.load(0);
+    const now = await attempt(() => get(`/v1/corpora/${cid}`));
+    if (now) summary.textContent = corpusSummary(now);
+  };
   const node = h("section", {},
-    h("h1", {}, `Corpus ${c.name} `, h("small", {}, `#${c.id}, version ${c.version}: ${c.counts.passages} passages, ${c.counts.sentences} sentences, ${c.counts.entities} entities`)),
+    h("h1", {}, `Corpus ${c.name} `, summary),
     picker,
-    await passagesSection(cid),
-    jobsSection(cid),
+    passages.node,
+    uploadSection(cid, { submitted: jobs.refresh, indexed }),
+    jobs.node,
     await entitySection(cid, entityId),
     createCorpusForm());
   return { title: `Corpus ${c.name}`, node };
+}
+
+function corpusSummary(c) {
+  return `#${c.id}, version ${c.version}: ${c.counts.passages} passages, ${c.counts.sentences} sentences, ${c.counts.entities} entities`;
 }
 
 async function passagesSection(cid) {
@@ -56,7 +75,7 @@ async function passagesSection(cid) {
   const searchForm = h("form.filters", { "aria-label": "Search passages", role: "search" }, searchField, h("button", { type: "submit" }, "Search"));
   searchForm.addEventListener("submit", (ev) => { ev.preventDefault(); load(0); });
   const [titleField, title] = field("Title", h("input", { type: "text", name: "new-title", maxlength: 1000 }));
-  const [textField, text] = field("Text", h("textarea", { name: "new-text", rows: 3, required: true }));
+  const [textField, text] = field("Text", h("textarea", { name: "new-text", rows: 3, required: true, maxlength: PASSAGE_CHARS }));
   const add = h("form.card", { "aria-labelledby": "add-title" }, h("h3#add-title", {}, "Add a passage (indexed now)"), titleField, textField, h("button", { type: "submit" }, "Add passage"));
   add.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -68,7 +87,8 @@ async function passagesSection(cid) {
     }
   });
   await load(0);
-  return h("section.card", { "aria-labelledby": "passages-title" }, h("h2#passages-title", {}, "Passages"), searchForm, results, add);
+  const node = h("section.card", { "aria-labelledby": "passages-title" }, h("h2#passages-title", {}, "Passages"), searchForm, results, add);
+  return { node, load };
 }
 
 function passageRow(cid, p, reload) {
@@ -106,8 +126,8 @@ function passageRow(cid, p, reload) {
 }
 
 function jobsSection(cid) {
-  const [titleField, title] = field("Document title", h("input", { type: "text", name: "job-title" }));
-  const [textField, text] = field("Document text (chunked when indexed)", h("textarea", { name: "job-text", rows: 4, required: true }));
+  const [titleField, title] = field("Document title", h("input", { type: "text", name: "job-title", maxlength: 1000 }));
+  const [textField, text] = field("Document text (chunked when indexed)", h("textarea", { name: "job-text", rows: 4, required: true, maxlength: DOCUMENT_CHARS }));
   const list = h("div#jobs", { "aria-live": "polite" });
   let timer = null;
   async function refresh() {
@@ -116,7 +136,7 @@ function jobsSection(cid) {
     const mine = jobs.filter((j) => j.corpus_id === cid).slice(0, 10);
     clear(list).append(mine.length ? h("ul.jobs", {}, mine.map(jobNode)) : h("p", {}, "No index job for this corpus since the server started."));
     clearTimeout(timer);
-    if (mine.some((j) => j.state === "queued" || j.state === "running")) timer = setTimeout(refresh, 500);
+    if (mine.some((j) => !FINISHED.has(j.state))) timer = setTimeout(refresh, 500);
   }
   const form = h("form", { "aria-label": "Index a document in the background" }, titleField, textField, h("button", { type: "submit" }, "Start index job"));
   form.addEventListener("submit", async (ev) => {
@@ -125,18 +145,164 @@ function jobsSection(cid) {
     if (j) { title.value = ""; text.value = ""; refresh(); }
   });
   refresh();
-  return h("section.card", { "aria-labelledby": "jobs-title" }, h("h2#jobs-title", {}, "Index jobs"), form, list);
+  const node = h("section.card", { "aria-labelledby": "jobs-title" }, h("h2#jobs-title", {}, "Index jobs"), form, list);
+  return { node, refresh };
 }
 
-function jobNode(j) {
+const FINISHED = new Set(["succeeded", "failed"]);
+
+/** A job's state, documents, result or error, and its progress per stage. */
+function jobParts(j) {
   const stages = Object.entries(j.progress || {});
-  return h("li.job", { "data-job": j.id, "data-state": j.state },
+  return [
     h("p", {}, badge(j.state), ` job ${j.id.slice(0, 8)}: ${j.documents} document(s), created ${fmtTime(j.created_at)}`,
       j.result ? `; ${j.result.indexed} passage(s) indexed, ${j.result.new_entities} new entities` : "", j.error ? `; ${j.error}` : ""),
     stages.map(([name, v]) => h("div.stage", {},
       h("span.bar-label", {}, name),
       h("progress", { max: Math.max(v.total, 1), value: v.done, "aria-label": `${name}: ${v.done} of ${v.total}` }),
-      h("span.bar-value", {}, `${v.done}/${v.total}`))));
+      h("span.bar-value", {}, `${v.done}/${v.total}`))),
+  ];
+}
+
+function jobNode(j) {
+  return h("li.job", { "data-job": j.id, "data-state": j.state }, jobParts(j));
+}
+
+// ---------------------------------------------------------------- uploads
+
+export function fmtBytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${fmtNum(n / 1024, 1)} KiB`;
+  return `${fmtNum(n / (1024 * 1024), 1)} MiB`;
+}
+
+/** Standard base64 of ``bytes`` (a Uint8Array), in slices small enough for fromCharCode. */
+export function base64(bytes) {
+  const parts = [];
+  for (let i = 0; i < bytes.length; i += 0x8000) parts.push(String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000)));
+  return btoa(parts.join(""));
+}
+
+/** The upload body of ``files``; a file the browser cannot read is named in the error. */
+async function uploadBody(files) {
+  const out = [];
+  for (const f of files) {
+    let bytes;
+    try {
+      bytes = new Uint8Array(await f.arrayBuffer());
+    } catch (err) {
+      throw new Error(`${f.name}: the browser could not read the file (${err.message || err})`);
+    }
+    out.push({ name: f.name, content_base64: base64(bytes) });
+  }
+  return { files: out };
+}
+
+/** Pick files (or drop them on the form), upload them to POST /v1/corpora/{id}/uploads, where they
+ * are read as `livingrag index` reads them (every file first: one that cannot be read is named and
+ * nothing is indexed), then watch the index job until it ends; ``submitted`` and ``indexed`` are
+ * called when the job is queued and when it has ended. */
+function uploadSection(cid, { submitted, indexed }) {
+  let files = [];
+  const [pickField, picker] = field("Files to upload",
+    h("input", { type: "file", name: "files", multiple: true, accept: SUFFIXES.join(",") }),
+    `PDF, Word (.docx), HTML, Markdown or text (${SUFFIXES.join(" ")}), read as \`livingrag index\` reads them: the title from the first heading, sections from the headings. Or drop the files on this box.`);
+  const chosen = h("div.chosen", { "aria-live": "polite" });
+  const status = h("div.upload-status", { "aria-live": "polite" });
+  const submit = h("button", { type: "submit", disabled: true }, "Upload and index");
+  const form = h("form.card.dropzone", { "aria-labelledby": "upload-title", "data-dropzone": "files" },
+    h("h2#upload-title", {}, "Upload files"),
+    h("p.drop-hint", {}, "Drop files here, or choose them:"), pickField, chosen, h("div.buttons", {}, submit), status);
+
+  function choose(list) {
+    files = Array.from(list || []);
+    submit.disabled = !files.length;
+    const total = files.reduce((a, f) => a + f.size, 0);
+    clear(chosen);
+    if (files.length) {
+      chosen.append(h("ul.chosen-files", { "aria-label": "Files chosen" },
+        files.map((f) => h("li", {}, `${f.name} (${fmtBytes(f.size)})`)),
+        files.length > 1 ? h("li.total", {}, `${files.length} files, ${fmtBytes(total)} in all`) : null));
+    }
+  }
+  picker.addEventListener("change", () => choose(picker.files));
+  for (const type of ["dragenter", "dragover"]) {
+    form.addEventListener(type, (ev) => {
+      if (!ev.dataTransfer || !Array.from(ev.dataTransfer.types || []).includes("Files")) return;
+      ev.preventDefault();
+      ev.dataTransfer.dropEffect = "copy";
+      form.classList.add("dragging");
+    });
+  }
+  form.addEventListener("dragleave", (ev) => { if (!form.contains(ev.relatedTarget)) form.classList.remove("dragging"); });
+  form.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    form.classList.remove("dragging");
+    if (!ev.dataTransfer || !ev.dataTransfer.files.length) return;
+    picker.value = "";
+    choose(ev.dataTransfer.files);
+    submit.focus();
+  });
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (!files.length) { picker.focus(); return; }
+    const sending = files;
+    const size = sending.reduce((a, f) => a + f.size, 0);
+    submit.disabled = true;
+    clear(status).append(h("p.loading", { role: "status" }, `Reading ${sending.length} file(s)…`));
+    let job;
+    try {
+      const body = await uploadBody(sending);
+      clear(status).append(h("p.loading", { role: "status" }, `Uploading ${sending.length} file(s), ${fmtBytes(size)}…`));
+      job = await post(`/v1/corpora/${cid}/uploads`, body);
+    } catch (err) {
+      clear(status);
+      submit.disabled = false;
+      if (err.status === 413) {
+        err.message = `${err.message}. The ${sending.length} file(s) are ${fmtBytes(size)} together, about a third more `
+          + "once encoded for the upload: upload fewer or smaller files at a time.";
+      }
+      showError(err.status !== undefined ? err : { status: 0, title: "Cannot upload", message: err.message || String(err) });
+      return;
+    }
+    picker.value = "";
+    choose([]);
+    submitted();
+    await watchUpload(job, status);
+    if (status.isConnected) indexed();
+  });
+  return form;
+}
+
+/** Draw the upload's job in ``status`` and poll GET /v1/index-jobs/{id} until it ends. */
+async function watchUpload(first, status) {
+  const read = first.files;
+  let j = first;
+  for (;;) {
+    clear(status).append(uploadJobNode(j, read));
+    if (FINISHED.has(j.state) || !status.isConnected) break;
+    await new Promise((r) => setTimeout(r, 500));
+    const next = await attempt(() => get(`/v1/index-jobs/${j.id}`));
+    if (!next) return;
+    j = next;
+  }
+  if (j.state === "succeeded") {
+    showInfo(`${read.length} file(s) indexed: ${j.result.indexed} passage(s) new, ${j.result.skipped_existing} already present, ${j.result.new_entities} new entities`);
+  } else if (j.state === "failed") {
+    showError({ status: 0, title: "The index job failed", message: j.error || `job ${j.id} failed` });
+  }
+}
+
+function uploadJobNode(j, read) {
+  return h("div.upload-job", { "data-job": j.id, "data-state": j.state },
+    jobParts(j),
+    table("Files read", ["File", "Title", "Sections", "Size"], read.map((f) => [
+      f.name,
+      f.title_is_entity ? f.title : `${f.title} (the file's name: no heading gave a title)`,
+      String(f.sections),
+      fmtBytes(f.size_bytes),
+    ]), "uploaded-files"));
 }
 
 async function entitySection(cid, entityId) {
