@@ -166,8 +166,9 @@ class IndexJobs:
     # ------------------------------------------------------------ tenants' side
 
     def submit(self, tenant_id: int, corpus_id: int, documents: list[dict[str, Any]]) -> IndexJobRecord:
-        """Queue a job of ``documents`` (``{"title", "text", "external_id"}`` each) and return it;
-        :class:`JobQueueFull` past the tenant's or the global cap."""
+        """Queue a job of ``documents`` (each as ``livingrag.api.routes.passages.job_document`` stores
+        it: title, text, external id, and source, sections and ``title_is_entity`` where set) and
+        return it; :class:`JobQueueFull` past the tenant's or the global cap."""
         with self.db.app_session() as s:
             active = repo.count_all_active(s)
         if active >= self.max_pending:

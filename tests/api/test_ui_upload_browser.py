@@ -185,6 +185,23 @@ def test_a_dropped_file_uploads(page: Any, live: dict[str, Any]) -> None:
     expect(done.locator("table.uploaded-files")).to_contain_text("Ferry log")
 
 
+def test_a_file_dropped_outside_the_upload_box_does_not_leave_the_console(page: Any, live: dict[str, Any]) -> None:
+    """The browser would open a file dropped anywhere else in place of the console: that drop is
+    refused (its default prevented), and the page stays."""
+    _corpus(page, live)
+    refused = page.evaluate(
+        """() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(["# Notes"], "notes.md", { type: "text/markdown" }));
+        const ev = new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true });
+        document.querySelector("h1").dispatchEvent(ev);
+        return ev.defaultPrevented;
+      }"""
+    )
+    assert refused is True
+    expect(page.get_by_role("form", name="Upload files")).to_be_visible()
+
+
 def test_a_long_question_is_said_to_be_long_not_cut(page: Any) -> None:
     page.goto(page.url.split("#")[0] + "#/ask")
     question = page.get_by_label("Question", exact=True)

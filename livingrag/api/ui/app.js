@@ -151,3 +151,15 @@ window.addEventListener("hashchange", () => {
   route();
 });
 route();
+
+// A file dropped outside the corpus view's drop zone would make the browser open it in place of the
+// console (and leave the signed-in page): such drops are refused here; the drop zone handles its own.
+for (const type of ["dragover", "drop"]) {
+  window.addEventListener(type, (ev) => {
+    const files = ev.dataTransfer && Array.from(ev.dataTransfer.types || []).includes("Files");
+    if (files && !(ev.target instanceof Element && ev.target.closest("[data-dropzone], input[type=file]"))) {
+      ev.preventDefault();
+      if (type === "dragover") ev.dataTransfer.dropEffect = "none";
+    }
+  });
+}

@@ -64,7 +64,8 @@ def _record(row: Sequence[Any]) -> IndexJobRecord:
 def insert(
     session: Session, tenant_id: int, corpus_id: int, job_id: str, documents: list[dict[str, Any]]
 ) -> IndexJobRecord:
-    """Queue a job of ``documents`` (``{"title", "text", "external_id"}`` each)."""
+    """Queue a job of ``documents`` (JSON objects: title, text, external id, and source, sections and
+    title_is_entity where set)."""
     row = session.execute(
         text(
             "INSERT INTO index_jobs (tenant_id, id, corpus_id, documents, payload)"
