@@ -267,64 +267,78 @@ class TrustService:
         if answer is not None and not question_key(answer):
             raise InvalidInput("the corrected answer has no letters or digits")
 
-        # outside the locks: what the question left behind, and the check of a correction
-        with self.db.tenant_session(tenant_id) as s:
-            decision = trust_repo.decision_for_query(s, query_log_id)
-            own = self._own_experience(s, q, decision)
-            material = self._material(s, q, decision, own) if (answer is not None or verdict == "right") else None
-        # a write-back not decided within api.recovery_grace_s was lost (a process that ended first):
-        # the verdict is then taken on what there is, not refused for ever
-        lost_after = self.settings.api.recovery_grace_s
-        pending = (
-            decision is None
-            and q.reused_experience_id is None
-            and self.settings.experience.enabled
-            and _writes_back(q.mode)
-            and (self._clock() - q.created_at).total_seconds() < lost_after
-        )
-        check = self._check(q.query, answer, note, material) if answer is not None and material else None
+        # Outside the locks: what the question left behind, and the check of a correction (the
+        # question's embedding, the verifier: too slow to hold the corpus lock for). Under the lock
+        # the decision is read again; a write-back decided in between (it was pending, or a lost one
+        # recovered) changes what the verdict must do, so the unlocked part is done again with it.
+        for _ in range(_DECISION_TRIES):
+            with self.db.tenant_session(tenant_id) as s:
+                decision = trust_repo.decision_for_query(s, query_log_id)
+                own = self._own_experience(s, q, decision)
+                wanted = answer is not None or verdict == "right"
+                material = self._material(s, q, decision, own) if wanted else None
+            # a write-back not decided within api.recovery_grace_s was lost (a process that ended
+            # first): the verdict is then taken on what there is, not refused for ever
+            lost_after = self.settings.api.recovery_grace_s
+            pending = (
+                decision is None
+                and q.reused_experience_id is None
+                and self.settings.experience.enabled
+                and _writes_back(q.mode)
+                and (self._clock() - q.created_at).total_seconds() < lost_after
+            )
+            check = self._check(q.query, answer, note, material) if answer is not None and material else None
 
-        now = self._clock()
-        with self.db.tenant_session(tenant_id) as s:
-            self._lock_corpus(s, q.corpus_id)
-            previous = trust_repo.feedback_for_query(s, query_log_id)
-            if previous and previous[-1].verdict == verdict and (previous[-1].answer or None) == answer:
-                last = previous[-1]
-                return _outcome_of(last, repeated=True)
-            if trust_repo.decision_for_query(s, query_log_id) is None and pending:
-                raise Conflict(
-                    f"the write-back of question {query_log_id} is still pending; give the verdict again in a moment"
+            now = self._clock()
+            with self.db.tenant_session(tenant_id) as s:
+                self._lock_corpus(s, q.corpus_id)
+                previous = trust_repo.feedback_for_query(s, query_log_id)
+                if previous and previous[-1].verdict == verdict and (previous[-1].answer or None) == answer:
+                    last = previous[-1]
+                    return _outcome_of(last, repeated=True)
+                current = trust_repo.decision_for_query(s, query_log_id)
+                if current is None and pending:
+                    raise Conflict(
+                        f"the write-back of question {query_log_id} is still pending; "
+                        "give the verdict again in a moment"
+                    )
+                if _decision_key(current) != _decision_key(decision):
+                    log.info("the write-back of question %s was decided meanwhile; reading it again", query_log_id)
+                    continue
+                if verdict == "right":
+                    effects = self._right(s, tenant_id, q, decision, own, material, actor, note, now)
+                else:
+                    effects = self._wrong(s, tenant_id, q, own, material, answer, check, actor, note, now)
+                row = trust_repo.insert_feedback(
+                    s,
+                    tenant_id=tenant_id,
+                    corpus_id=q.corpus_id,
+                    query_log_id=query_log_id,
+                    verdict=verdict,
+                    answer=answer,
+                    note=note,
+                    actor=actor.label,
+                    key_id=actor.key_id,
+                    experience_id=effects.get("stored_experience_id") or own,
+                    outcome=effects | {"check": asdict(check) if check else None},
                 )
-            if verdict == "right":
-                effects = self._right(s, tenant_id, q, decision, own, material, actor, note, now)
-            else:
-                effects = self._wrong(s, tenant_id, q, own, material, answer, check, actor, note, now)
-            row = trust_repo.insert_feedback(
-                s,
-                tenant_id=tenant_id,
-                corpus_id=q.corpus_id,
-                query_log_id=query_log_id,
-                verdict=verdict,
-                answer=answer,
-                note=note,
-                actor=actor.label,
-                key_id=actor.key_id,
-                experience_id=effects.get("stored_experience_id") or own,
-                outcome=effects | {"check": asdict(check) if check else None},
-            )
-            labelled = self.store.learner.label_in(
-                s,
-                tenant_id=tenant_id,
-                query_log_id=query_log_id,
-                verdict=verdict,
-                corrected=answer is not None,
-                actor=actor.label,
-                now=now,
-            )
-        log.info("feedback %s on question %s by %s: %s", verdict, query_log_id, actor.label, effects["messages"])
-        if labelled:
-            self._learned(tenant_id)
-        return _outcome_of(row, repeated=False)
+                labelled = self.store.learner.label_in(
+                    s,
+                    tenant_id=tenant_id,
+                    query_log_id=query_log_id,
+                    verdict=verdict,
+                    corrected=answer is not None,
+                    actor=actor.label,
+                    now=now,
+                )
+            log.info("feedback %s on question %s by %s: %s", verdict, query_log_id, actor.label, effects["messages"])
+            if labelled:
+                self._learned(tenant_id)
+            return _outcome_of(row, repeated=False)
+        raise Conflict(
+            f"the write-back decision of question {query_log_id} kept changing while the verdict was taken; "
+            "give it again"
+        )
 
     # ---------------------------------------------------------------- the effects
 
@@ -732,6 +746,15 @@ class TrustService:
                 for i in retracted
             ],
         )
+
+
+_DECISION_TRIES = 3
+"""How often :meth:`TrustService.feedback` reads a write-back decision that changed under it again."""
+
+
+def _decision_key(decision: trust_repo.Decision | None) -> tuple[int, str, int | None] | None:
+    """What identifies a write-back decision (its row, outcome and experience), None for none yet."""
+    return None if decision is None else (decision.id, decision.decision, decision.experience_id)
 
 
 def _writes_back(system: str) -> bool:

@@ -99,7 +99,14 @@ def prune(
         if preview:
             items = repo.prune_preview(s, criteria, now=now, tenant_id=tenant_id, corpus_id=corpus_id)
         counts = repo.prune(
-            s, criteria, now=now, tenant_id=tenant_id, corpus_id=corpus_id, dry_run=dry_run, actor=actor.label
+            s,
+            criteria,
+            now=now,
+            tenant_id=tenant_id,
+            corpus_id=corpus_id,
+            dry_run=dry_run,
+            actor=actor.label,
+            key_id=actor.key_id,
         )
     return items, counts
 

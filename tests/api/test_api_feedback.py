@@ -372,6 +372,7 @@ def test_prune_records_the_caller(world: World) -> None:
     r = world.post("/v1/experiences/prune", {"keep": 0, "dry_run": False})
     assert r.status_code == 200 and r.json()["counts"]["total"] == 1, r.text
     assert _events(world.history(exp_id))[-1] == ("deleted", world.actor)
+    assert world.history(exp_id)[-1]["key_id"] == world.key_id  # the key that asked, too
 
 
 # ---------------------------------------------------------------- scopes and tenants

@@ -343,3 +343,41 @@ def test_a_write_back_never_decided_does_not_block_verdicts_for_ever(
     out = svc.feedback(tenant_id, a.query_log_id, "right", actor=ALICE)
     assert out.stored_experience_id is None and any("never decided" in m for m in out.messages)
     assert svc.feedback(tenant_id, a.query_log_id, "wrong", actor=ALICE).remembered_wrong
+
+
+def test_a_write_back_decided_while_the_verdict_is_taken_is_read_again(
+    db: Database,
+    clean: tuple[int, CorpusInfo],  # noqa: F811
+    rag: LivingRAG,
+) -> None:
+    """The verdict reads the question's write-back outside the corpus lock (it then embeds the
+    question, unlocked); a write-back decided in that moment (here a late one, past the grace) must
+    not be judged as "none": the verdict reads it again under the lock and verifies what it stored."""
+    from datetime import UTC, datetime, timedelta
+
+    tenant_id, corpus = clean
+    a = rag.answer(Q1, tenant=tenant_id, corpus=corpus.id, defer_writeback=True)
+    assert a.query_log_id is not None
+    later = datetime.now(UTC) + timedelta(seconds=rag.settings.api.recovery_grace_s + 1)
+    svc = TrustService(db, rag.settings, rag.store, clock=lambda: later)
+    unlocked = svc._material
+    calls: list[Any] = []
+
+    def material_then_decided(*args: Any, **kw: Any) -> Any:
+        out = unlocked(*args, **kw)
+        if not calls:  # the write-back is decided right after the verdict read "none"
+            future = rag.submit_writeback(a)
+            assert future is not None and rag.flush(timeout=120)
+            calls.append(future.result().experience_id)
+        else:
+            calls.append(None)
+        return out
+
+    svc._material = material_then_decided  # type: ignore[method-assign]
+    out = svc.feedback(tenant_id, a.query_log_id, "right", actor=ALICE)
+    stored = calls[0]
+    assert stored is not None and len(calls) == 2
+    assert list(out.verified_ids) == [stored] and out.stored_experience_id is None
+    (row,) = rows(db, tenant_id, "SELECT trust FROM experiences WHERE id = :i", i=stored)
+    assert row == {"trust": "verified"}
+    assert len(rows(db, tenant_id, "SELECT id FROM experiences WHERE corpus_id = :c", c=corpus.id)) == 1

@@ -526,10 +526,11 @@ def prune(
     corpus_id: int | None = None,
     dry_run: bool = False,
     actor: str = "operator",
+    key_id: int | None = None,
 ) -> dict[str, int]:
-    """Delete experiences by the given criteria, each with a ``deleted`` event by ``actor`` naming
-    the criteria; returns the count per criterion and the total (an experience matching several
-    criteria counts once in ``total``).
+    """Delete experiences by the given criteria, each with a ``deleted`` event by ``actor`` (and the
+    API key ``key_id`` that asked, when one did) naming the criteria; returns the count per
+    criterion and the total (an experience matching several criteria counts once in ``total``).
 
     ``max_per_tenant`` keeps each tenant's ``N`` most useful experiences: verified ones first, then
     by total uses, confidence and recency; the rest go, least useful first. ``min_confidence``
@@ -551,6 +552,7 @@ def prune(
             event="deleted",
             actor=actor,
             reason="prune: " + ", ".join(parts),
+            key_id=key_id,
         )
     return counts
 
