@@ -164,12 +164,20 @@ def run_retrieval_bench(
     *,
     tenant: str = "bench",
     limit: int | None = None,
+    start: int = 1,
     shuffle_seed: int | None = None,
     preset: str | None = None,
     progress: Progress | None = None,
     ks: tuple[int, ...] = (2, 5),
+    per_question: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Index the dataset's corpus if needed, run every question and measure (see the module docstring)."""
+    """Index the dataset's corpus if needed, run the questions ``start`` .. ``start + limit - 1``
+    (1-based; all from ``start`` without ``limit``) and measure (see the module docstring).
+
+    ``per_question``, when given, receives one record per question (its number, text, gold count
+    and recalls), for paired comparisons of two runs (:mod:`livingrag.bench.paired_runs`)."""
+    if start < 1:
+        raise InvalidInput(f"the first question is number 1 or more, not {start}")
     from livingrag.corpus import service
     from livingrag.corpus.progress import NullProgress
     from livingrag.db.repositories import passages as passage_repo
@@ -186,7 +194,10 @@ def run_retrieval_bench(
     graph_load_s = time.perf_counter() - t
     with db.tenant_session(tenant_id) as s:
         doc_of = passage_repo.passage_doc_keys(s, corpus.id)
-    questions = dataset.questions[:limit] if limit else dataset.questions
+    first = start - 1
+    questions = dataset.questions[first : first + limit] if limit else dataset.questions[first:]
+    if not questions:
+        raise InvalidInput(f"no question from number {start}: the dataset has {len(dataset.questions)}")
     for q in questions[:3]:  # warm-up: first calls pay for lazy initialisation
         retriever.retrieve(retriever.encode(q.question))
     kmax = max(ks)
@@ -201,7 +212,7 @@ def run_retrieval_bench(
     exact_params = replace(retriever.params, ppr_tol=EXACT_PPR_TOL, ppr_max_iter=1000)
     task = progress.add("questions ", len(questions))
     with progress:
-        for q in questions:
+        for number, q in enumerate(questions, start=start):
             c0 = time.process_time()
             enc = retriever.encode(q.question)
             c1, tc1 = time.process_time(), time.thread_time()
@@ -222,6 +233,13 @@ def run_retrieval_bench(
                 recall[k].append(len(hit) / len(gold))
                 full[k].append(float(hit == gold))
             dense_recall.append(len(gold & {doc_of.get(p.id) for p in dense[:5]}) / len(gold))
+            if per_question is not None:
+                per_question.append(
+                    {"number": number, "question": q.question, "gold": len(gold)}
+                    | {f"passage_recall_at_{k}": recall[k][-1] for k in ks}
+                    | {f"all_gold_recall_at_{k}": full[k][-1] for k in ks}
+                    | {"dense_recall_at_5": dense_recall[-1]}
+                )
             progress.advance(task, 1)
     retriever.close()
     query_cosine = _query_cosine(settings, corpus.embedding_model, retriever.embedder, [q.question for q in questions])
@@ -229,6 +247,7 @@ def run_retrieval_bench(
         "dataset": dataset.name,
         "corpus": name,
         "questions": len(questions),
+        "first_question": start,
         "passages": graph.n_passages,
         "entities": graph.n_entities,
         "bridge_sentences": graph.n_sentences,

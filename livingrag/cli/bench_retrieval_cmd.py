@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -24,6 +25,7 @@ RETRIEVAL_HELP = (
         "livingrag bench retrieval --dataset musique --data-dir ../shared/datasets/musique --json",
         "livingrag bench retrieval --dataset musique --data-dir musique_ans_v1.0_dev.jsonl --limit 200",
         "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir DATA --shuffle-seed 7 --limit 200 --json",
+        "livingrag bench retrieval --dataset 2wikimultihopqa --data-dir DATA --start 501 --per-question b.jsonl",
     )
 )
 
@@ -35,23 +37,42 @@ def retrieval(
         "--data-dir",
         help="The dataset's folder (e.g. ../shared/datasets/musique; ../shared/datasets works too) or question file.",
     ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only N questions (from --start)."),
+    start: int = typer.Option(1, "--start", min=1, help="The first question's number (1-based)."),
+    per_question: Path | None = typer.Option(
+        None,
+        "--per-question",
+        help="Write one JSON line per question (number, question, recalls) here, for `livingrag bench paired`.",
+    ),
     shuffle_seed: int | None = typer.Option(None, "--shuffle-seed", help="Index the corpus in this shuffled order."),
     preset: str | None = typer.Option(None, "--preset", help="Retrieval preset (default: the dataset's)."),
     tenant: str = typer.Option("bench", "--tenant", help="Tenant that owns the benchmark corpora (created)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
+    from livingrag.bench.paired_runs import write_records
     from livingrag.bench.retrieval import load_dataset, run_retrieval_bench
     from livingrag.corpus.progress import NullProgress, RichProgress
 
     settings = load_settings()
     data = load_dataset(dataset, data_dir)
     progress = NullProgress() if quiet else RichProgress(err_console)
+    records: list[dict[str, Any]] | None = [] if per_question is not None else None
     with open_database(settings) as db:
         out = run_retrieval_bench(
-            db, settings, data, tenant=tenant, limit=limit, shuffle_seed=shuffle_seed, preset=preset, progress=progress
+            db,
+            settings,
+            data,
+            tenant=tenant,
+            limit=limit,
+            start=start,
+            shuffle_seed=shuffle_seed,
+            preset=preset,
+            progress=progress,
+            per_question=records,
         )
+    if per_question is not None and records is not None:
+        write_records(per_question, records)
     if as_json:
         print_json(out)
         return

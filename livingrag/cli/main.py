@@ -13,6 +13,7 @@ from livingrag.cli import (
     answer_cmd,
     bench_cmd,
     bench_gate_cmd,
+    bench_paired_cmd,
     bench_retrieval_cmd,
     config_cmd,
     corpus_cmd,
@@ -57,6 +58,7 @@ app.command(name="feedback", help=experience_cmd.FEEDBACK_HELP)(experience_cmd.f
 app.command(name="serve", help=serve_cmd.SERVE_HELP)(serve_cmd.serve)
 bench_cmd.app.command(name="retrieval", help=bench_retrieval_cmd.RETRIEVAL_HELP)(bench_retrieval_cmd.retrieval)
 bench_cmd.app.command(name="gate-learn", help=bench_gate_cmd.HELP)(bench_gate_cmd.gate_learn)
+bench_cmd.app.command(name="paired", help=bench_paired_cmd.HELP)(bench_paired_cmd.paired)
 app.add_typer(bench_cmd.app, name="bench")
 
 

@@ -706,3 +706,27 @@ def test_bench_pipeline_on_a_tiny_dataset(db: Database, tmp_path: Any) -> None:
     assert out["questions_fused"] >= 3  # the repeats at least meet their first answer's experience
     assert out["settings"]["llm"]["provider"] == "openai" and out["settings"]["gates"]["verifier_resolved"] == "none"
     assert "overhead p50" in format_report(out)
+
+
+def test_bench_retrieval_runs_a_window_of_questions_and_keeps_each_ones_figures(db: Database, tmp_path: Any) -> None:
+    """``--start``/``--limit`` choose the questions (1-based) and ``--per-question`` keeps one record
+    per question, whose mean is the run's figure (what `bench paired` compares)."""
+    from livingrag.bench.retrieval import BenchDataset, BenchQuestion, run_retrieval_bench
+    from livingrag.corpus.chunking import document_key
+    from tests.corpus_support import QUESTIONS
+
+    docs = [Document(d["title"], d["text"], source=f"test {i}") for i, d in enumerate(CORPUS)]
+    key = {d.title: document_key(d) for d in docs}
+    questions = [BenchQuestion(q, tuple(key[t] for t in gold if t in key)) for q, gold in QUESTIONS]
+    data = BenchDataset("tiny", docs, [q for q in questions if q.gold])
+    settings = get_settings(db={"data_dir": tmp_path})
+    records: list[dict[str, Any]] = []
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"
+    out = run_retrieval_bench(db, settings, data, tenant=tenant, start=2, limit=2, per_question=records)
+    assert out["questions"] == 2 and out["first_question"] == 2
+    assert [r["number"] for r in records] == [2, 3]
+    assert [r["question"] for r in records] == [q.question for q in data.questions[1:3]]
+    mean = sum(r["passage_recall_at_5"] for r in records) / 2
+    assert out["passage_recall_at_5"] == round(mean, 4)
+    with pytest.raises(InvalidInput, match="no question from number 9"):
+        run_retrieval_bench(db, settings, data, tenant=tenant, start=9)
