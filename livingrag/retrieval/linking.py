@@ -60,6 +60,7 @@ def nearest_links(
 
 
 _TOKEN = re.compile(r"\S+")
+_ARTICLES = frozenset({"the", "a", "an"})
 QUESTION_STOPWORDS = frozenset(
     {
         "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "did", "do", "does", "is", "are",
@@ -80,7 +81,9 @@ def gazetteer_mentions(
     """Spans (text, start, end) of the question that name a graph entity exactly (after normalisation).
 
     Greedy longest match, left to right, over whitespace tokens. A span must start and end with a
-    capitalised word or a number and must not start with a question word or article; ``skip``
+    capitalised word or a number and must not start with an article, nor with a question word
+    unless that word is inside the question and the span is longer than it (a title such as
+    "Where Does It Hurt?" in "... first, The Glass Wall or Where Does It Hurt?"); ``skip``
     can reject entities (e.g. very frequent ones). Complements NER, which misses many titles
     ("Which film came out first, 3 Dots or Dying God?").
     """
@@ -95,8 +98,13 @@ def gazetteer_mentions(
     i = 0
     while i < len(words):
         found = 0
-        if named(words[i]) and normalize(words[i]) not in QUESTION_STOPWORDS:
-            for j in range(min(len(words), i + max_tokens), i, -1):
+        # a span may start with a capitalised question word inside the question (a title: "... or
+        # Where Does It Hurt?"), when it is more than that word; never at the question's start, and
+        # never with an article (the key drops a leading article: the span after it is the same name)
+        first = normalize(words[i])
+        stop_start = first in QUESTION_STOPWORDS
+        if named(words[i]) and (not stop_start or (i > 0 and first not in _ARTICLES)):
+            for j in range(min(len(words), i + max_tokens), i + (1 if stop_start else 0), -1):
                 if not named(words[j - 1]):
                     continue
                 text = question[spans[i][0] : spans[j - 1][1]]

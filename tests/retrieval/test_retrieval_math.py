@@ -270,6 +270,15 @@ def test_gazetteer_finds_exact_entity_spans() -> None:
     assert gazetteer_mentions("where are the 3 dots?", keys, norm) == []
     assert [t for t, _, _ in gazetteer_mentions("Who directed The Wanted 18?", keys, norm)] == ["Wanted 18?"]
     assert gazetteer_mentions(q, keys, norm, skip=lambda row: row == 1) == [("Dots", 29, 33), ("Dying God?", 37, 47)]
+    # a title that starts with a question word, inside the question; never the question's first word
+    # alone nor at its start
+    titles = {"where does it hurt": 0, "glass wall": 1, "do you believe": 2, "where": 3}
+    q3 = "Which film came out first, The Glass Wall or Where Does It Hurt??"
+    assert [t for t, _, _ in gazetteer_mentions(q3, titles, norm)] == ["Glass Wall", "Where Does It Hurt??"]
+    q4 = "Where was the director of film Do You Believe? (Film) born?"
+    assert [t for t, _, _ in gazetteer_mentions(q4, titles, norm)] == ["Do You Believe?"]
+    assert gazetteer_mentions("Where Does It Hurt? Who knows", titles, norm) == []
+    assert gazetteer_mentions("Films of 1990 or Where?", titles, norm) == []
     # NER's partial reading is replaced by the exact span; exact NER mentions stay
     q2 = "When did Lothair Ii's mother die in Dying God?"
     spans = gazetteer_mentions(q2, keys, norm)
