@@ -295,8 +295,9 @@ class UploadedFile(BaseModel):
     title: str
     title_is_entity: bool = Field(description="False: the title is only the file's name (never an entity).")
     sections: int = Field(description="Sections cut by the file's headings (0: the text is one block).")
-    characters: int = Field(description="Characters of the document's text.")
+    characters: int = Field(description="Characters of the document's text (of all its documents).")
     size_bytes: int = Field(description="Size of the file.")
+    documents: int = Field(default=1, description="Documents read from it (a .json or .jsonl file: its records).")
 
 
 class UploadJobOut(JobOut):
@@ -479,6 +480,23 @@ class StatsOut(BaseModel):
     rows: list[dict[str, Any]]
 
 
+class ReplicaOut(BaseModel):
+    """One read standby (``LIVINGRAG_DB__READ_URLS``) as this process sees it."""
+
+    url: str = Field(description="The read URL, its password masked.")
+    state: Literal["up", "lagging", "down", "unknown"] = Field(
+        description="up: answers reads; lagging: past LIVINGRAG_DB__MAX_REPLICA_LAG_MS, skipped until it catches "
+        "up; down: unreachable or no longer a standby, tried again after LIVINGRAG_DB__REPLICA_RETRY_S; unknown: "
+        "not checked yet."
+    )
+    lag_ms: float | None = Field(description="How old its data may be (0: it has replayed the primary's position).")
+    replay_lsn: str | None = Field(description="The WAL position it has replayed.")
+    replay_paused: bool
+    error: str | None = Field(description="Why it is down.")
+    retry_in_s: float | None = Field(description="Seconds until a down standby is tried again.")
+    reads: int = Field(description="Reads it answered in this process.")
+
+
 class HealthOut(BaseModel):
     status: Literal["ok", "unavailable"]
     database: bool
@@ -487,6 +505,17 @@ class HealthOut(BaseModel):
     schema_up_to_date: bool
     models: Literal["loaded", "loading", "failed"]
     detail: str | None = None
+    replicas: list[ReplicaOut] = Field(
+        default_factory=list,
+        description="The read standbys and their state (empty without LIVINGRAG_DB__READ_URLS). A standby that is "
+        "down or lagging does not make the service unavailable: its reads go to the others or the primary.",
+    )
+    reads_on_primary: dict[str, int] = Field(
+        default_factory=dict,
+        description="With read standbys: the question path's reads this process sent to the primary instead, by "
+        "reason (read_your_writes: no standby had replayed the tenant's write in time; requirement: none held the "
+        "min_corpus_version; no_usable_standby: all down or lagging).",
+    )
 
 
 # ---------------------------------------------------------------- web console views

@@ -27,13 +27,13 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from livingrag.errors import InvalidInput
 from livingrag.io.documents import Document
 from livingrag.io.readers import DOCUMENT_SUFFIXES, read_document
-from livingrag.io.records import Structured, read_structured
+from livingrag.io.records import Structured, decode, parse_structured, read_structured
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,13 @@ def read_json(path: Path) -> list[Document]:
 def read_jsonl(path: Path) -> list[Document]:
     """The documents of a JSON-lines file: one record (object or string) a line."""
     return _documents(path, read_structured(path))
+
+
+def records_from_bytes(name: str, data: bytes) -> list[Document]:
+    """The documents of a ``.json`` or ``.jsonl`` file called ``name`` given as its bytes (an
+    upload), read exactly as :func:`read_json` / :func:`read_jsonl` read the file; errors name it."""
+    where = Path(PurePosixPath(name).name)
+    return _documents(where, parse_structured(where, decode(where, data)))
 
 
 def _documents(path: Path, parsed: Structured) -> list[Document]:

@@ -122,7 +122,12 @@ def read_json_lines(path: Path) -> list[JsonLine]:
 
 def read_structured(path: Path) -> Structured:
     """The file ``path`` read by content (see the module docstring)."""
-    text = read_text(path)
+    return parse_structured(path, read_text(path))
+
+
+def parse_structured(path: Path, text: str) -> Structured:
+    """``text`` (of the file ``path``, which names it in errors) read by content: JSON lines when
+    its suffix says so or its content is one value a line, else one JSON value."""
     if path.suffix.lower() in JSON_LINES_SUFFIXES or holds_json_lines(text):
         rows = parse_json_lines(path, text)
         return Structured([r.value for r in rows], tuple(r.line for r in rows))
@@ -147,6 +152,7 @@ __all__ = [
     "holds_json_lines",
     "parse_json",
     "parse_json_lines",
+    "parse_structured",
     "read_json",
     "read_json_lines",
     "read_records",

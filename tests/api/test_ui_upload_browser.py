@@ -101,7 +101,7 @@ def test_upload_files_with_the_picker_and_watch_the_job(page: Any, live: dict[st
     _corpus(page, live)
     upload = page.get_by_role("form", name="Upload files")
     picker = upload.get_by_label("Files to upload", exact=True)
-    assert picker.get_attribute("accept") == ".pdf,.docx,.html,.htm,.xhtml,.md,.markdown,.txt"
+    assert picker.get_attribute("accept") == ".pdf,.docx,.html,.htm,.xhtml,.md,.markdown,.txt,.json,.jsonl"
     assert picker.get_attribute("multiple") is not None
     expect(upload.get_by_role("button", name="Upload and index")).to_be_disabled()
     assert "null" not in upload.inner_text()

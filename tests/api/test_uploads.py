@@ -168,7 +168,9 @@ BAD_FILES = [
     ("empty.docx", _empty_docx(), "the document has no text"),
     ("renamed.md", (DOCS / "handbook.docx").read_bytes(), "binary data, not text"),
     ("blank.txt", b"", "the file is empty"),
-    ("corpus.json", b'[{"text": "a record"}]', "unsupported file type .json"),
+    ("corpus.json", b'[{"text": "a record"}, {"title": "no text"}]', "record at index 1: the record has no 'text' field"),
+    ("lines.jsonl", b'{"text": "one"}\nnot json\n', "line 2: not valid JSON"),
+    ("notes.odt", b"PK\x03\x04", "unsupported file type .odt"),
 ]
 
 
@@ -194,7 +196,7 @@ def test_every_bad_file_of_a_call_is_named(client: TestClient) -> None:
     cid = _corpus(client, key, "kept")
     files = [_file(n, c) for n, c, _ in BAD_FILES] + [{"name": "garbled.md", "content_base64": "not base64!"}]
     message = _err(client.post(f"/v1/corpora/{cid}/uploads", json={"files": files}, headers=auth(key)), 422)
-    assert message.startswith("6 files of 6 cannot be read (nothing was indexed):")
+    assert message.startswith("8 files of 8 cannot be read (nothing was indexed):")
     for n, _, expected in BAD_FILES:
         assert f"{n}: {expected}" in message
     assert "garbled.md: content_base64 is not base64" in message
@@ -216,6 +218,7 @@ def test_a_data_url_and_a_text_file_upload(client: TestClient) -> None:
         "sections": 0,
         "characters": len(data.strip()),
         "size_bytes": len(data),
+        "documents": 1,
     }
     done = _poll(client, key, r.json()["id"])
     assert done["state"] == "succeeded" and done["result"]["indexed"] == 1, done
@@ -293,12 +296,13 @@ def test_bad_sections_are_422_and_submit_nothing(
 
 def test_the_console_knows_the_apis_suffixes_and_limits() -> None:
     """The console's file picker accepts what the readers read, and its text fields say the API's limits."""
+    from livingrag.api.routes.uploads import RECORD_SUFFIXES
     from livingrag.api.schemas import MAX_DOCUMENT_CHARS, PassageIn
     from livingrag.io.readers import DOCUMENT_SUFFIXES
 
     js = (Path(__file__).resolve().parents[2] / "livingrag" / "api" / "ui" / "views" / "corpus.js").read_text()
     suffixes = re.search(r"const SUFFIXES = \[(.*?)\];", js)
-    assert suffixes is not None and json.loads(f"[{suffixes.group(1)}]") == list(DOCUMENT_SUFFIXES)
+    assert suffixes is not None and json.loads(f"[{suffixes.group(1)}]") == [*DOCUMENT_SUFFIXES, *RECORD_SUFFIXES]
     assert f"const DOCUMENT_CHARS = {MAX_DOCUMENT_CHARS};" in js
     passage_max = next(m.max_length for m in PassageIn.model_fields["text"].metadata if hasattr(m, "max_length"))
     assert f"const PASSAGE_CHARS = {passage_max};" in js
@@ -314,3 +318,28 @@ def test_a_document_over_the_text_limit_is_named(client: TestClient, monkeypatch
     r = client.post(f"/v1/corpora/{cid}/uploads", json=files, headers=auth(key))
     _err(r, 422, "onboarding.md: the document's text is", "the limit of one document is 100 (split the file)")
     assert _state(client, key, cid) == (0, [])
+
+
+def test_records_files_index_one_document_a_record_as_livingrag_index_does(client: TestClient) -> None:
+    """A .json list of records and a .jsonl file: each record is a document (its title, text and
+    id), as `livingrag index corpus.json` reads the same file."""
+    _, _, key = _tenant(client, "records-upload")
+    cid = _corpus(client, key, "records")
+    records = [
+        {"id": "r1", "title": "Ferry Teisten", "text": "The ferry Teisten sails from Bergen at dawn."},
+        {"id": "r2", "title": "Harbour Office", "text": "The harbour office in Bergen opens at eight."},
+    ]
+    lines = "\n".join(
+        json.dumps(r) for r in [{"title": "Night Crossing", "text": "The night crossing takes nine hours."}]
+    )
+    files = [_file("corpus.json", json.dumps(records).encode()), _file("more.jsonl", lines.encode())]
+    r = client.post(f"/v1/corpora/{cid}/uploads", json={"files": files}, headers=auth(key))
+    assert r.status_code == 202, r.text
+    shown = {f["name"]: f for f in r.json()["files"]}
+    assert shown["corpus.json"]["documents"] == 2 and shown["corpus.json"]["title"] == "2 records"
+    assert shown["more.jsonl"]["documents"] == 1 and shown["more.jsonl"]["title"] == "Night Crossing"
+    job = _poll(client, key, r.json()["id"])
+    assert job["state"] == "succeeded", job
+    passages = client.get(f"/v1/corpora/{cid}/passages", headers=auth(key)).json()["items"]
+    assert sorted(p["title"] for p in passages) == ["Ferry Teisten", "Harbour Office", "Night Crossing"]
+    assert {p["external_id"] for p in passages} >= {"r1", "r2"}

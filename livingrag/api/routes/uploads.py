@@ -1,9 +1,12 @@
-"""``POST /v1/corpora/{id}/uploads``: index files (PDF, DOCX, HTML, Markdown, text) in the background.
+"""``POST /v1/corpora/{id}/uploads``: index files (PDF, DOCX, HTML, Markdown, text, JSON records) in the
+background.
 
 The body is JSON (no multipart): ``{"files": [{"name": "report.pdf", "content_base64": "..."}]}``.
 Every file is decoded and read by the readers that ``livingrag index`` uses
 (:func:`livingrag.io.readers.read_document_bytes`: the title from the first heading or the
-metadata, sections from the headings, a title that is only the file's name no entity) before
+metadata, sections from the headings, a title that is only the file's name no entity; a ``.json``
+or ``.jsonl`` file's records one document each, as :func:`livingrag.corpus.ingest.read_json` reads
+them) before
 anything is submitted; one file that cannot be read answers 422 naming every such file with its
 reason, and nothing of the call is written. Then one index job holds all the documents, submitted
 as ``POST .../index-jobs`` submits its own (:func:`~livingrag.api.routes.passages.submit_documents`):
@@ -19,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from pathlib import PurePosixPath
 
 from fastapi import APIRouter, Depends, Path
 
@@ -27,6 +31,7 @@ from livingrag.api.errors import COMMON_RESPONSES, ApiError, ErrorResponse
 from livingrag.api.routes.common import corpus_of
 from livingrag.api.routes.passages import submit_documents
 from livingrag.api.schemas import MAX_DOCUMENT_CHARS, UploadBatch, UploadedFile, UploadFileIn, UploadJobOut
+from livingrag.corpus.ingest import records_from_bytes
 from livingrag.errors import InvalidInput
 from livingrag.io.documents import Document
 from livingrag.io.readers import DOCUMENT_SUFFIXES, read_document_bytes
@@ -37,6 +42,9 @@ router = APIRouter(
     responses=COMMON_RESPONSES | {404: {"model": ErrorResponse, "description": "No such corpus for this tenant."}},
 )
 
+RECORD_SUFFIXES = (".json", ".jsonl")
+"""Records files: each of their records is a document (a list of records, an object of title ->
+text, or JSON lines), read as ``livingrag index`` reads them."""
 _DATA_URL = re.compile(r"^data:[^,]*;base64,", re.IGNORECASE)
 SHOWN_ERRORS = 20
 """Unreadable files named one by one in a 422 (the rest are counted)."""
@@ -50,19 +58,24 @@ def _decode(f: UploadFileIn) -> bytes:
         raise InvalidInput(f"{f.name}: content_base64 is not base64 ({exc})") from None
 
 
-def read_upload(f: UploadFileIn) -> tuple[Document, int]:
-    """The document in one uploaded file and the file's size; :class:`InvalidInput` naming the
-    file and what is wrong with it otherwise."""
+def read_upload(f: UploadFileIn) -> tuple[list[Document], int]:
+    """The documents in one uploaded file (one, or a records file's) and the file's size;
+    :class:`InvalidInput` naming the file and what is wrong with it otherwise."""
     data = _decode(f)
     if not data.strip():
         raise InvalidInput(f"{f.name}: the file is empty (an empty file has nothing to read)")
-    doc = read_document_bytes(f.name, data)
-    if len(doc.text) > MAX_DOCUMENT_CHARS:
-        raise InvalidInput(
-            f"{f.name}: the document's text is {len(doc.text):,} characters; the limit of one document is "
-            f"{MAX_DOCUMENT_CHARS:,} (split the file)"
-        )
-    return doc, len(data)
+    if PurePosixPath(f.name).suffix.lower() in RECORD_SUFFIXES:
+        docs = records_from_bytes(f.name, data)
+    else:
+        docs = [read_document_bytes(f.name, data)]
+    for doc in docs:
+        if len(doc.text) > MAX_DOCUMENT_CHARS:
+            what = "the document's" if len(docs) == 1 else f"{doc.source or 'a record'}:"
+            raise InvalidInput(
+                f"{f.name}: {what} text is {len(doc.text):,} characters; the limit of one document is "
+                f"{MAX_DOCUMENT_CHARS:,} (split the file)"
+            )
+    return docs, len(data)
 
 
 @router.post(
@@ -96,19 +109,21 @@ def upload_files(
     errors: list[str] = []
     for f in body.files:
         try:
-            doc, size = read_upload(f)
+            read, size = read_upload(f)
         except InvalidInput as exc:
             errors.append(str(exc))
             continue
-        docs.append(doc)
+        docs.extend(read)
+        first = read[0]
         files.append(
             UploadedFile(
                 name=f.name,
-                title=doc.title,
-                title_is_entity=doc.title_is_entity,
-                sections=len(doc.sections),
-                characters=len(doc.text),
+                title=first.title if len(read) == 1 else f"{len(read)} records",
+                title_is_entity=first.title_is_entity,
+                sections=sum(len(d.sections) for d in read),
+                characters=sum(len(d.text) for d in read),
                 size_bytes=size,
+                documents=len(read),
             )
         )
     if errors:

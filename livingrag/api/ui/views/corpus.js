@@ -9,7 +9,7 @@ import { badge, corpora } from "./common.js";
 
 const PAGE = 20;
 /** The files the API reads as documents (livingrag.io.readers.DOCUMENT_SUFFIXES). */
-const SUFFIXES = [".pdf", ".docx", ".html", ".htm", ".xhtml", ".md", ".markdown", ".txt"];
+const SUFFIXES = [".pdf", ".docx", ".html", ".htm", ".xhtml", ".md", ".markdown", ".txt", ".json", ".jsonl"];
 const PASSAGE_CHARS = 200000; // PassageIn.text
 const DOCUMENT_CHARS = 2000000; // DocumentIn.text
 
@@ -206,7 +206,7 @@ function uploadSection(cid, { submitted, indexed }) {
   let files = [];
   const [pickField, picker] = field("Files to upload",
     h("input", { type: "file", name: "files", multiple: true, accept: SUFFIXES.join(",") }),
-    `PDF, Word (.docx), HTML, Markdown or text (${SUFFIXES.join(" ")}), read as \`livingrag index\` reads them: the title from the first heading, sections from the headings. Or drop the files on this box.`);
+    `PDF, Word (.docx), HTML, Markdown or text (${SUFFIXES.join(" ")}; a .json or .jsonl file's records one document each), read as \`livingrag index\` reads them: the title from the first heading, sections from the headings. Or drop the files on this box.`);
   const chosen = h("div.chosen", { "aria-live": "polite" });
   const status = h("div.upload-status", { "aria-live": "polite" });
   const submit = h("button", { type: "submit", disabled: true }, "Upload and index");
