@@ -21,6 +21,7 @@ write-back does (with ``concurrency`` c, the next c questions may already be ans
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from livingrag.db.engine import Database
     from livingrag.evaluation.metrics import Judge
     from livingrag.pipeline.answer_pipeline import Answer, LivingRAG
+
+log = logging.getLogger(__name__)
 
 RECORDS_JSONL = "records.jsonl"
 RUN_JSON = "run.json"
@@ -184,16 +187,36 @@ def index_dataset_corpus(
 
 
 def empty_memory(db: Database, tenant_id: int, corpus_id: int) -> int:
-    """Empty a corpus's memory for a run that starts afresh: its experiences, and the answers people
-    marked wrong for its questions (``rejected_answers``, which the gate and answer reuse read), so that
-    no earlier run's verdicts act on this one. The history (``experience_events``, ``answer_feedback``)
-    is kept. Returns the number of experiences deleted."""
+    """Empty a corpus's memory for a run that starts afresh: its experiences, the answers people
+    marked wrong for its questions (``rejected_answers``, which the gate and answer reuse read), and
+    what the learned gate learned from them (the corpus's labels; its calibrator and the tenant-wide
+    one, which learned from those labels, are retired), so that no earlier run's verdicts act on this
+    one. Labels of the tenant's other corpora stay (the tenant-wide calibrator will learn from them
+    again: a run that must see none uses a tenant of its own; a warning says so). The history
+    (``experience_events``, ``answer_feedback``, retired calibrators) is kept. Returns the number of
+    experiences deleted."""
+    from datetime import UTC, datetime
+
     from livingrag.db.repositories import experiences as experience_repo
+    from livingrag.db.repositories import gate as gate_repo
     from livingrag.db.repositories import trust as trust_repo
 
+    now = datetime.now(UTC)
     with db.tenant_session(tenant_id) as s:
         deleted = experience_repo.delete_corpus_experiences(s, corpus_id)
         trust_repo.forget_corpus_wrong(s, corpus_id)
+        gate_repo.lock_gate(s, tenant_id)
+        gate_repo.delete_labels(s, corpus_id)
+        for scope in (corpus_id, None):
+            gate_repo.retire_models(s, scope, why="a run that starts afresh emptied the corpus's memory", now=now)
+        others = sum(n for c, (n, _) in gate_repo.label_counts(s).items() if c != corpus_id)
+    if others:
+        log.warning(
+            "tenant %s holds %d learned-gate labels of other corpora: its tenant-wide calibrator may learn from "
+            "them during this run (use a tenant of its own for a run that must start with none)",
+            tenant_id,
+            others,
+        )
     return deleted
 
 

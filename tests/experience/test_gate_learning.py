@@ -188,3 +188,30 @@ def test_labels_follow_the_latest_verdict(db: Database, tenant: int) -> None:
             )  # fmt: skip
         assert [lb.label for lb in gate_repo.labels(s)] == [False]
         assert gate_repo.label_counts(s) == {corpus: (1, 0)}
+
+
+def test_a_run_that_starts_afresh_forgets_what_the_gate_learned_from_its_corpus(
+    db: Database, tenant: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``empty_memory`` (what `eval stream` and the demo run before a fresh run) forgets the corpus's
+    labels and retires its calibrator and the tenant-wide one, so that no earlier run's verdicts
+    decide this run's write-backs; another corpus's labels stay, with a warning."""
+    from livingrag.evaluation.stream import empty_memory
+
+    corpus, other = make_corpus(db, tenant, DIM), make_corpus(db, tenant, DIM)
+    add_labels(db, tenant, corpus, 90)
+    st = store(db)
+    assert {r.corpus_id for r in st.learner.refit(tenant)} == {None, corpus}
+    with db.tenant_session(tenant) as s:
+        assert st.learner.active_in(s, corpus) is not None
+    empty_memory(db, tenant, corpus)
+    with db.tenant_session(tenant) as s:
+        assert st.learner.active_in(s, corpus) is None and gate_repo.label_counts(s) == {}
+        retired = s.execute(text("SELECT count(*) FROM gate_models WHERE retired_at IS NOT NULL")).scalar_one()
+        assert retired == 2  # kept, as history
+    add_labels(db, tenant, other, 10)
+    with caplog.at_level("WARNING", logger="livingrag.evaluation.stream"):
+        empty_memory(db, tenant, corpus)
+    assert "10 learned-gate labels of other corpora" in caplog.text
+    with db.tenant_session(tenant) as s:
+        assert gate_repo.label_counts(s) == {other: (10, gate_repo.label_counts(s)[other][1])}
