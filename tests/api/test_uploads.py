@@ -168,7 +168,7 @@ BAD_FILES = [
     ("empty.docx", _empty_docx(), "the document has no text"),
     ("renamed.md", (DOCS / "handbook.docx").read_bytes(), "binary data, not text"),
     ("blank.txt", b"", "the file is empty"),
-    ("corpus.json", b'[{"text": "a record"}, {"title": "no text"}]', "record at index 1: the record has no 'text' field"),
+    ("corpus.json", b'[{"text": "a record"}, {"title": "none"}]', "record at index 1: the record has no 'text'"),
     ("lines.jsonl", b'{"text": "one"}\nnot json\n', "line 2: not valid JSON"),
     ("notes.odt", b"PK\x03\x04", "unsupported file type .odt"),
 ]
