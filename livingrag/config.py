@@ -7,14 +7,15 @@ the working directory. Validation happens on load; errors name the offending set
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from livingrag.errors import ConfigError
 
@@ -98,6 +99,36 @@ class DBSettings(_Group):
     max_overflow: int = Field(default=10, ge=0, le=500, description="Extra connections allowed under load.")
     statement_timeout_ms: int = Field(default=30_000, ge=0, description="Per-statement timeout (0: none).")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Connection timeout in seconds.")
+    read_urls: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Hot standbys (PostgreSQL streaming replicas) that questions read from: graph loads, the corpus "
+        "version check and experience matching; every write, the query log included, goes to the primary. "
+        "Comma-separated URLs (or a JSON list), each logging in as a role bound by row-level security like app_url "
+        "(without app_url: as the owner URL does, switching to app_role). A standby that fails is skipped and "
+        "retried after replica_retry_s; with none usable, reads go to the primary. Unset: every read on the primary.",
+    )
+    max_replica_lag_ms: int = Field(
+        default=2000,
+        ge=0,
+        le=3_600_000,
+        description="A standby whose data is older than this (its replay behind the primary's WAL) is skipped "
+        "until it catches up.",
+    )
+    read_your_writes_wait_ms: int = Field(
+        default=200,
+        ge=0,
+        le=60_000,
+        description="After a tenant's write (passages, feedback, experiences), that tenant's reads in the same "
+        "process, and a question with min_corpus_version, wait at most this long for a standby to replay it, "
+        "then read from the primary.",
+    )
+    replica_retry_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="A standby that failed (unreachable, connection lost, no longer in recovery) is tried again "
+        "after this many seconds.",
+    )
 
     @field_validator("app_role")
     @classmethod
@@ -121,6 +152,38 @@ class DBSettings(_Group):
         if raw.startswith("postgresql://"):
             raw = "postgresql+psycopg://" + raw[len("postgresql://") :]
         return SecretStr(raw)
+
+    @field_validator("read_urls", mode="before")
+    @classmethod
+    def _split_read_urls(cls, v: Any) -> Any:
+        """A string holds one or more URLs, separated by commas or whitespace (or a JSON list)."""
+        if isinstance(v, SecretStr):
+            v = v.get_secret_value()
+        if not isinstance(v, str):
+            return v
+        raw = v.strip()
+        if raw.startswith("["):
+            try:
+                return json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"is neither URLs separated by commas nor a JSON list of URLs: {exc}") from None
+        # a comma inside a URL (libpq's host1,host2) does not split it: only one before a new scheme does
+        return [part for part in re.split(r"[\s,]+(?=postgres)", raw) if part.strip(" ,")]
+
+    @field_validator("read_urls")
+    @classmethod
+    def _read_url_schemes(cls, v: list[SecretStr]) -> list[SecretStr]:
+        out = []
+        for i, url in enumerate(v):
+            raw = url.get_secret_value().strip().strip(",")
+            try:
+                checked = cls._url_scheme(SecretStr(raw))
+                _check_url_parts(raw)
+            except ValueError as exc:
+                raise ValueError(f"read URL {i + 1} ({mask_url(raw)}) {exc}") from None
+            if checked is not None:
+                out.append(checked)
+        return out
 
     @property
     def embedded(self) -> bool:
@@ -779,6 +842,24 @@ def get_settings(**overrides: Any) -> Settings:
 
 
 _SECRET_MASK = "********"
+
+
+def _check_url_parts(url: str) -> None:
+    """``ValueError`` naming what of a PostgreSQL URL does not parse (a port that is no number, no
+    host or socket folder, no database)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port that is no number or out of range
+    except ValueError as exc:
+        raise ValueError(f"does not parse as a URL: {exc}") from None
+    query = parse_qs(parts.query)
+    if not (parts.hostname or query.get("host")):
+        raise ValueError("names no host (postgresql+psycopg://user:pass@host:port/db, or ?host=<socket folder>)")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database (postgresql+psycopg://user:pass@host:port/<database>)")
+    del port
 
 
 def mask_url(value: str) -> str:

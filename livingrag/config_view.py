@@ -22,6 +22,8 @@ def settings_as_dict(settings: Settings, *, mask_secrets: bool = True) -> dict[s
             return {k: conv(getattr(v, k)) for k in type(v).model_fields}
         if isinstance(v, Path):
             return str(v)
+        if isinstance(v, list | tuple):
+            return [conv(x) for x in v]
         return v
 
     return conv(settings)
@@ -35,6 +37,8 @@ def settings_table() -> str:
         if info.default is not PydanticUndefined:
             d = info.default
             return "unset" if d is None else f"`{d}`"
+        if info.default_factory is list:
+            return "unset"
         return "per user (see below)"
 
     rows = ["| variable | default | meaning |", "|---|---|---|"]

@@ -19,6 +19,16 @@ class DatabaseUnavailable(DatabaseError):
     """The database server is down or unreachable (transient: retry later)."""
 
 
+class ServerUnreachable(DatabaseUnavailable):
+    """No connection to the server could be made, or the one in use was lost (as opposed to a
+    statement that failed on a live connection, such as a timeout)."""
+
+
+class StandbyLost(DatabaseUnavailable):
+    """A read standby (``db.read_urls``) failed while a read ran on it; it is skipped from now on
+    until it answers again, so the read can be sent once more (to another standby or the primary)."""
+
+
 class SchemaOutOfDate(DatabaseError):
     """The database schema is older (or newer) than this code expects."""
 

@@ -91,17 +91,24 @@ def llm(
     "--flood-corpus it measures fairness instead: the tenant of --key asks at --rate questions/s, alone and then "
     "while the flood tenant's --clients clients ask and half as many send index jobs and passage adds; it prints "
     "both p95s "
-    "and their ratio."
+    "and their ratio. With --compare-standby it starts what it measures itself (no --url, --key or --corpus): the "
+    "loopback LLM, an embedded PostgreSQL and a streaming standby of it, and two services on it, one reading from "
+    "the standby (LIVINGRAG_DB__READ_URLS) and one on the primary alone; it runs the same load on each (--rounds "
+    "pairs, in alternating order) and prints, per run, answers, latencies and the CPU per answered question of the "
+    "primary, the standby and the service (their process trees in /proc)."
     + examples(
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1",
         "livingrag bench api --url http://127.0.0.1:8000 --key lrg_... --corpus 1 --clients 32 --seconds 60 --json",
         "livingrag bench api --key lrg_B... --corpus 2 --flood-key lrg_A... --flood-corpus 1 --clients 8 --seconds 20",
+        "livingrag bench api --compare-standby --clients 16 --seconds 30 --rounds 2 --json",
     )
 )
 def api(
     url: str = typer.Option("http://127.0.0.1:8000", "--url", help="Base URL of the service."),
-    key: str = typer.Option(..., "--key", envvar="LIVINGRAG_API_KEY", help="A tenant's API key."),
-    corpus: int = typer.Option(..., "--corpus", min=1, help="Corpus id (the tenant's)."),
+    key: str | None = typer.Option(
+        None, "--key", envvar="LIVINGRAG_API_KEY", help="A tenant's API key (not with --compare-standby)."
+    ),
+    corpus: int | None = typer.Option(None, "--corpus", min=1, help="Corpus id (the tenant's)."),
     clients: int = typer.Option(32, "--clients", min=1, max=1024, help="Concurrent clients."),
     seconds: float = typer.Option(60.0, "--seconds", min=1, help="Duration."),
     add_every: int = typer.Option(5, "--add-every", min=0, help="Every n-th request of a client adds a passage."),
@@ -110,9 +117,24 @@ def api(
     flood_key: str | None = typer.Option(None, "--flood-key", help="Fairness run: the flooding tenant's key."),
     flood_corpus: int | None = typer.Option(None, "--flood-corpus", min=1, help="Fairness run: its corpus id."),
     rate: float = typer.Option(4.0, "--rate", min=0.1, help="Fairness run: questions/s of the --key tenant."),
+    compare_standby: bool = typer.Option(
+        False, "--compare-standby", help="Measure reads on a standby against the primary alone (see above)."
+    ),
+    rounds: int = typer.Option(1, "--rounds", min=1, max=20, help="--compare-standby: pairs of runs."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="--compare-standby: `serve --workers`."),
+    ask_body: str = typer.Option(
+        '{"ablations": ["gate"]}', "--ask-body", help="--compare-standby: JSON merged into every question's body."
+    ),
+    env: list[str] = typer.Option([], "--env", help="--compare-standby: NAME=VALUE for both services (repeatable)."),
+    server_log: Path | None = typer.Option(None, "--server-log", help="--compare-standby: the services' output."),
 ) -> None:
     from livingrag.bench.http_load import DEFAULT_QUESTIONS, format_result, load_result, run_load, run_two_tenants
 
+    if compare_standby:
+        _compare_standby(clients, seconds, add_every, rounds, workers, ask_body, env, server_log, as_json)
+        return
+    if key is None or corpus is None:
+        raise typer.BadParameter("give --key and --corpus (or --compare-standby)")
     if (flood_key is None) != (flood_corpus is None):
         raise typer.BadParameter("give --flood-key and --flood-corpus together")
     if flood_key is not None and flood_corpus is not None:
@@ -138,6 +160,40 @@ def api(
         print_json(result)
     else:
         console.print(format_result(result, add_every=add_every), highlight=False, markup=False)
+
+
+def _compare_standby(
+    clients: int,
+    seconds: float,
+    add_every: int,
+    rounds: int,
+    workers: int,
+    ask_body: str,
+    env: list[str],
+    server_log: Path | None,
+    as_json: bool,
+) -> None:
+    """``bench api --compare-standby`` (:mod:`livingrag.bench.replica_load`)."""
+    import json
+
+    from livingrag.bench.replica_load import ReplicaLoadConfig, format_comparison, run_replica_comparison
+    from livingrag.cli.common import err_console
+
+    try:
+        body = json.loads(ask_body)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--ask-body is no JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise typer.BadParameter("--ask-body must be a JSON object")
+    cfg = ReplicaLoadConfig(
+        clients=clients, seconds=seconds, add_every=add_every, rounds=rounds, workers=workers, ask_body=body,
+        server_env=_assignments(env, "--env"), server_log=server_log,
+    )  # fmt: skip
+    result = run_replica_comparison(cfg, progress=lambda m: err_console.print(f"[dim]{m}[/dim]", highlight=False))
+    if as_json:
+        print_json(result)
+    else:
+        console.print(format_comparison(result), highlight=False, markup=False)
 
 
 class Skew(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -9,6 +10,13 @@ import typer
 from livingrag.cli.common import console, examples, load_settings, open_database, print_json
 
 app = typer.Typer(help="Database schema and server." + examples("livingrag db status"), no_args_is_help=True)
+replica_app = typer.Typer(
+    help="Hot standbys of the embedded server that questions read from (LIVINGRAG_DB__READ_URLS); for tests and "
+    "small deployments (with an external server, use its own read replicas: docs/production.md)."
+    + examples("livingrag db replica create --data-dir /var/lib/livingrag-standby"),
+    no_args_is_help=True,
+)
+app.add_typer(replica_app, name="replica")
 
 
 @app.command(help="Apply migrations up to REVISION (default: head)." + examples("livingrag db upgrade"))
@@ -68,6 +76,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "prewarm_buffers_fraction": db.settings.prewarm_buffers_fraction if db.embedded else None,
             "buffer_loader": _buffer_loader() if db.embedded else None,
             "experience_store_mb": round(store_bytes / 1024**2, 1) if store_bytes is not None else None,
+            "replicas": _replicas_now(db),
         }
         plan = memory_plan_for(db.settings) if db.embedded else None
     configured = plan.settings_mb() if plan else {}
@@ -93,6 +102,11 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
                     else (f" (configured {m['configured_mb']} MB, {'auto' if m['auto'] else 'set'})")
                 )
                 console.print(f"{name:>{width}}: {m['running_mb']} MB{how}")
+        elif k == "replicas":
+            for i, r in enumerate(v, 1):
+                console.print(f"{f'replica {i}':>{width}}: {_replica_line(r)}", highlight=False)
+            if not v:
+                console.print(f"{k:>{width}}: none (LIVINGRAG_DB__READ_URLS unset)")
         elif k != "memory_restart_needed":
             console.print(f"{k:>{width}}: {v}")
     if not st.up_to_date:
@@ -102,6 +116,26 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             f"[yellow]{', '.join(pending)}: configured values take effect when the embedded server restarts "
             "(when no process uses it)[/yellow]"
         )
+
+
+def _replicas_now(db: Any) -> list[dict[str, Any]]:
+    """Each read standby's state and lag, checked now (``db.read_urls``; empty without)."""
+    if db.replicas is None:
+        return []
+    db.replicas.check_once()
+    return [{k: v for k, v in r.items() if k != "reads"} for r in db.replica_status()]
+
+
+def _replica_line(r: dict[str, Any]) -> str:
+    """One standby of :func:`_replicas_now` as text."""
+    parts = [r["state"]]
+    if r["lag_ms"] is not None:
+        parts.append(f"lag {r['lag_ms']:g} ms")
+    if r["replay_lsn"]:
+        parts.append(f"replayed {r['replay_lsn']}" + (" (replay paused)" if r["replay_paused"] else ""))
+    if r["error"]:
+        parts.append(r["error"])
+    return f"{', '.join(parts)}: {r['url']}"
 
 
 _EMBEDDED_NOTE = (
@@ -177,3 +211,80 @@ def psql(ctx: typer.Context) -> None:
         finally:
             signal.signal(signal.SIGINT, previous)
     raise typer.Exit(code)
+
+
+_DATA_DIR_HELP = "The standby's folder (its data goes in DIR/pgdata); not the primary's LIVINGRAG_DB__DATA_DIR."
+
+
+@replica_app.command(
+    "create",
+    help="Make a hot standby of the embedded server with pg_basebackup in DIR and start it: it streams the "
+    "primary's changes and answers reads over its own unix socket (PORT names the socket). Prints the read URL "
+    "for LIVINGRAG_DB__READ_URLS. A DIR that holds a standby already is only started. The standby keeps running "
+    "after this command (`livingrag db replica stop`), also while the primary is stopped (it reconnects when the "
+    "primary starts again)."
+    + examples(
+        "livingrag db replica create --data-dir /var/lib/livingrag-standby",
+        'export LIVINGRAG_DB__READ_URLS="$(livingrag db replica create --data-dir /tmp/standby --port 5434 --url)"',
+    ),
+)
+def replica_create(
+    data_dir: Path = typer.Option(..., "--data-dir", help=_DATA_DIR_HELP),
+    port: int = typer.Option(5433, "--port", min=1, max=65535, help="The standby's port (it names its socket)."),
+    url_only: bool = typer.Option(False, "--url", help="Print only the read URL."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    from livingrag.cli.common import err_console
+    from livingrag.db.standby import create_standby
+    from livingrag.errors import ConfigError
+
+    settings = load_settings()
+    if settings.db.url is not None:
+        raise ConfigError(
+            "`livingrag db replica create` makes a standby of the embedded server, and LIVINGRAG_DB__URL names an "
+            "external one: create its read replicas with its provider or pg_basebackup, then list them in "
+            "LIVINGRAG_DB__READ_URLS (docs/production.md, Read replicas)"
+        )
+    folder, primary = data_dir.expanduser().resolve(), settings.db.data_dir.expanduser().resolve()
+    if folder == primary or primary in folder.parents or folder in primary.parents:
+        raise ConfigError(
+            f"--data-dir {folder} overlaps the primary's LIVINGRAG_DB__DATA_DIR {primary}: give the standby a folder "
+            "of its own"
+        )
+    with open_database(settings) as db:  # the embedded schema at head first, so the copy has it
+        standby = create_standby(db.owner_url, folder, port=port)
+    url = standby.url()
+    if url_only:
+        typer.echo(url)
+    elif as_json:
+        print_json({"url": url, "data_dir": str(standby.data_dir), "socket_dir": str(standby.socket_dir), "port": port})
+    else:
+        console.print(f"standby running in {standby.pgdata}", highlight=False)
+        typer.echo(f"LIVINGRAG_DB__READ_URLS={url}")
+        err_console.print(
+            "[dim]it streams from the embedded primary while that runs (a `livingrag serve`, `db url --hold`); "
+            "`livingrag db replica stop --data-dir ...` stops it[/dim]"
+        )
+
+
+@replica_app.command(
+    "start",
+    help="Start the standby that `db replica create` made in DIR (nothing when it runs); prints its read URL."
+    + examples("livingrag db replica start --data-dir /var/lib/livingrag-standby"),
+)
+def replica_start(data_dir: Path = typer.Option(..., "--data-dir", help=_DATA_DIR_HELP)) -> None:
+    from livingrag.db.standby import start_standby
+
+    typer.echo(start_standby(data_dir).url())
+
+
+@replica_app.command(
+    "stop",
+    help="Stop the standby in DIR (fast shutdown: its connections are closed; the service's reads go to the "
+    "other standbys or the primary)." + examples("livingrag db replica stop --data-dir /var/lib/livingrag-standby"),
+)
+def replica_stop(data_dir: Path = typer.Option(..., "--data-dir", help=_DATA_DIR_HELP)) -> None:
+    from livingrag.db.standby import stop_standby
+
+    stopped = stop_standby(data_dir)
+    console.print("stopped" if stopped else "not running", highlight=False)

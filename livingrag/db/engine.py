@@ -14,11 +14,20 @@ Two engines share one server:
   rows even if a query forgets a filter. :meth:`Database.check_app_role` refuses a role that RLS
   would not bind.
 
+With read standbys (``db.read_urls``), :attr:`Database.reader` is a view of the same database
+whose :meth:`~Database.tenant_read` and :meth:`~Database.tenant_session` run on a hot standby
+(engines built like the app engine's, one set per standby); the question path's reads take it (the
+corpus version and preset checks, graph loads, experience matching) and every write stays on the
+primary. Which standby, when the primary answers instead (lag, read your writes, a standby that
+failed) is :mod:`livingrag.db.replicas`'. A tenant session that wrote records the primary's WAL
+position after its commit, so that the tenant's later reads see it.
+
 Callers own transactions: repositories take a :class:`~sqlalchemy.orm.Session` and never commit.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import threading
@@ -29,12 +38,13 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, TextClause, create_engine, event, text
-from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from livingrag.config import DBSettings
+from livingrag.config import DBSettings, mask_url
 from livingrag.db.embedded import EmbeddedServer, memory_plan_for, start_embedded
-from livingrag.errors import ConfigError, DatabaseError, DatabaseUnavailable
+from livingrag.db.replicas import WRITE_LSN_SQL, ReplicaSet, Standby, parse_lsn
+from livingrag.errors import ConfigError, DatabaseError, DatabaseUnavailable, ServerUnreachable, StandbyLost
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +94,10 @@ def local_settings_statement(settings: Mapping[str, str]) -> tuple[TextClause, d
     return _set_config_sql(n), params
 
 
+_WROTE_SQL = text("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+"""Whether the transaction has written anything (it has a transaction id only then)."""
+_CORPUS_VERSION_SQL = "SELECT version FROM corpora WHERE id = %(c)s"
+
 IDLE_PING_S = 1.0
 """A pooled connection idle for longer than this is pinged before it is handed out."""
 
@@ -118,7 +132,8 @@ def _ping_when_idle(engine: Engine, idle_s: float) -> None:
 
 
 class Database:
-    """Owns the engines for one server. Use :meth:`tenant_session` and :meth:`owner_session`."""
+    """Owns the engines for one server (and its read standbys). Use :meth:`tenant_session` and
+    :meth:`owner_session`, and :attr:`reader` for the question path's reads."""
 
     def __init__(
         self,
@@ -151,6 +166,65 @@ class Database:
         self._read_engine_lock = threading.Lock()
         self._app_sessions = sessionmaker(self.app_engine, expire_on_commit=False)
         self._owner_sessions = sessionmaker(self.owner_engine, expire_on_commit=False)
+        self._routes_reads = False
+        """True on the view :attr:`reader` returns: its reads go to the standbys."""
+        self._reader: Database | None = None
+        self._primary: Database | None = None
+        """On the :attr:`reader` view: the database it is a view of."""
+        self.replicas: ReplicaSet | None = None
+        """The read standbys (``db.read_urls``), or None: every read on the primary."""
+        if settings.read_urls:
+            try:
+                self.replicas = self._make_replicas(settings)
+            except BaseException:
+                self.close()
+                raise
+
+    def _make_replicas(self, settings: DBSettings) -> ReplicaSet:
+        """The standbys of ``db.read_urls``, their engines built like the app engine (same role
+        handling: a login bound by RLS with ``db.app_url``, else ``SET ROLE db.app_role``)."""
+        urls = [(u.get_secret_value(), mask_url(u.get_secret_value())) for u in settings.read_urls]
+
+        def make(url: str, autocommit: bool) -> Engine:
+            try:
+                return self._make_engine(
+                    url,
+                    role=self._app_role,
+                    pool_size=settings.pool_size if autocommit else 2,
+                    pre_ping=not autocommit,
+                    autocommit=autocommit,
+                )
+            except (ArgumentError, ValueError) as exc:
+                raise ConfigError(f"LIVINGRAG_DB__READ_URLS: {mask_url(url)} is not a usable URL: {exc}") from None
+
+        return ReplicaSet(
+            urls,
+            make_engine=make,
+            round_trip=lambda engine, scope, statement, params: self._one_round_trip(
+                scope, statement, params, engine=engine
+            ),
+            primary_engine=lambda: self.read_engine,
+            max_lag_ms=settings.max_replica_lag_ms,
+            wait_ms=settings.read_your_writes_wait_ms,
+            retry_s=settings.replica_retry_s,
+        )
+
+    @property
+    def reader(self) -> Database:
+        """This database for the question path's reads: a view whose :meth:`tenant_read` and
+        :meth:`tenant_session` run on a read standby (``db.read_urls``; see
+        :mod:`livingrag.db.replicas` for which one, and when the primary answers instead). It
+        shares this database's engines, and closing it closes nothing. Without standbys, this
+        database itself. Only reads may go through it: a standby refuses writes."""
+        if self.replicas is None or self._routes_reads:
+            return self
+        if self._reader is None:
+            _ = self.read_engine  # created before the copy, so that both share it
+            view = copy.copy(self)
+            view._routes_reads = True
+            view._reader, view._primary = view, self
+            self._reader = view
+        return self._reader
 
     def _make_engine(
         self, url: str, *, role: str | None, pool_size: int, pre_ping: bool = True, autocommit: bool = False
@@ -180,19 +254,36 @@ class Database:
         return engine
 
     @contextmanager
-    def tenant_session(self, tenant_id: int, *, local_settings: Mapping[str, str] | None = None) -> Iterator[Session]:
+    def tenant_session(
+        self, tenant_id: int, *, local_settings: Mapping[str, str] | None = None, read_floor: bool = True
+    ) -> Iterator[Session]:
         """A session confined by RLS to ``tenant_id``; commits on success, rolls back on error.
         ``local_settings`` (server settings such as ``hnsw.ef_search``) are set for each of its
-        transactions in the same statement as the tenant, so they cost no extra round trip."""
+        transactions in the same statement as the tenant, so they cost no extra round trip.
+
+        With read standbys, each of its transactions that wrote records the primary's WAL position
+        after its commit (one round trip before and one after), so that this tenant's later reads
+        in this process see it (read your writes, :mod:`livingrag.db.replicas`); ``read_floor=False``
+        leaves that out for bookkeeping writes no question reads back (the query log, use counts,
+        write-back decisions). On the :attr:`reader` view the session runs on a standby
+        (:meth:`_standby_session`)."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
+        if self._routes_reads and self.replicas is not None:
+            with self._standby_session(self.replicas, tenant_id, local_settings) as standby_session:
+                yield standby_session
+            return
         scope, params = local_settings_statement(self._scope_settings(tenant_id, local_settings))
         session = self._app_sessions()
+        began = [False]
 
         @event.listens_for(session, "after_begin")
         def _scope(_session: Session, _tx: Any, connection: Any) -> None:
             connection.execute(scope, params)
+            began[0] = True
 
+        if read_floor and self.replicas is not None:
+            self._track_writes(session, tenant_id, began)
         with _wrap_errors(), session:
             try:
                 yield session
@@ -200,6 +291,107 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    def _track_writes(self, session: Session, tenant_id: int | None, began: list[bool]) -> None:
+        """Have each transaction of ``session`` that wrote note the primary's WAL position after
+        its commit (:meth:`ReplicaSet.note_write`); ``began[0]`` says whether the transaction ran
+        a statement (an empty one is not asked)."""
+        wrote = [False]
+
+        @event.listens_for(session, "before_commit")
+        def _did_write(sess: Session) -> None:
+            sess.flush()  # the commit's own flush comes after this event: pending objects are written first
+            if began[0]:
+                wrote[0] = bool(sess.connection().execute(_WROTE_SQL).scalar())
+
+        @event.listens_for(session, "after_commit")
+        def _note(_sess: Session) -> None:
+            if wrote[0]:
+                self._note_write(tenant_id)
+            began[0] = wrote[0] = False
+
+        @event.listens_for(session, "after_rollback")
+        def _forget(_sess: Session) -> None:
+            began[0] = wrote[0] = False
+
+    def _note_write(self, tenant_id: int | None) -> None:
+        """Record the primary's WAL insert position for ``tenant_id`` (None: every tenant) right
+        after a commit. A primary that does not answer now leaves it unrecorded (logged): the
+        commit itself stands."""
+        if self.replicas is None:
+            return
+        try:
+            lsn = parse_lsn(self._one_round_trip({}, WRITE_LSN_SQL, {})[0][0])
+        except DatabaseError as exc:
+            log.warning("could not read the WAL position after a commit (reads may not see it yet): %s", exc)
+            return
+        if lsn is not None:
+            self.replicas.note_write(tenant_id, lsn)
+
+    @contextmanager
+    def _standby_session(
+        self, replicas: ReplicaSet, tenant_id: int, local_settings: Mapping[str, str] | None
+    ) -> Iterator[Session]:
+        """A tenant session on the standby :meth:`ReplicaSet.route` chooses (None: the primary's,
+        as :meth:`tenant_session` makes it). A standby whose connection cannot be had is marked down
+        and the next choice taken; one that fails while the caller reads is marked down and the
+        failure raised as :class:`StandbyLost` (the caller may send the read again)."""
+        tried: list[Standby] = []
+        standby: Standby | None = None
+        while True:
+            standby = replicas.route(tenant_id, exclude=tried)
+            if standby is None:
+                break
+            try:
+                with standby.session_engine.connect():
+                    pass  # a live pooled connection (pinged when idle) before the caller's reads
+                break
+            except (DBAPIError, psycopg.Error) as exc:
+                replicas.mark_down(standby, exc)
+                tried.append(standby)
+        if standby is None:
+            primary = self._primary or self
+            with primary.tenant_session(tenant_id, local_settings=local_settings, read_floor=False) as session:
+                yield session
+            return
+        scope, params = local_settings_statement(self._scope_settings(tenant_id, local_settings))
+        session = standby.sessions()
+
+        @event.listens_for(session, "after_begin")
+        def _scope(_session: Session, _tx: Any, connection: Any) -> None:
+            connection.execute(scope, params)
+
+        try:
+            with _wrap_errors(), session:
+                try:
+                    yield session
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
+        except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # (the graph loader's COPY runs on the driver's connection: its errors come unwrapped)
+            replicas.mark_down(standby, exc)
+            raise StandbyLost(f"read standby {standby.shown} failed: {_first_line(exc)}") from exc
+        standby.reads += 1
+
+    @contextmanager
+    def corpus_version_floor(self, tenant_id: int, corpus_id: int, version: int) -> Iterator[None]:
+        """Within this scope the reads of ``tenant_id`` on the :attr:`reader` view go to a standby
+        that holds at least ``version`` of the corpus (waiting up to
+        ``db.read_your_writes_wait_ms`` for one to replay it), else to the primary: a question with
+        ``min_corpus_version`` after a change made through any process. Without standbys, nothing."""
+        if self.replicas is None:
+            yield
+            return
+        scope = self._scope_settings(tenant_id, None)
+
+        def holds(engine: Engine) -> bool:
+            rows = self._one_round_trip(scope, _CORPUS_VERSION_SQL, {"c": int(corpus_id)}, engine=engine)
+            return bool(rows) and int(rows[0][0]) >= version
+
+        with self.replicas.requirement(tenant_id, holds):
+            yield
 
     def tenant_read(
         self,
@@ -221,7 +413,8 @@ class Database:
         statement is prepared on the connection (parsed once per connection; with
         ``plan_cache_mode = force_generic_plan`` in ``local_settings`` also planned once) and its
         rows come in binary format (``bytea`` columns as raw bytes, not hex text). RLS confines it
-        exactly as it confines a tenant session.
+        exactly as it confines a tenant session. On the :attr:`reader` view it runs on a read standby
+        (a standby that fails is skipped and the read sent to the next, at last to the primary).
 
         Pooled connections are not pinged before use: a connection found dead (the server
         restarted since it was pooled) retires the whole pool and the read is sent once more on a
@@ -229,7 +422,12 @@ class Database:
         is ``DatabaseUnavailable``, as is an operational error (``statement_timeout`` included)."""
         if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or tenant_id <= 0:
             raise ValueError(f"tenant_id must be a positive integer, got {tenant_id!r}")
-        return self._one_round_trip(self._scope_settings(tenant_id, local_settings), statement, params)
+        scope = self._scope_settings(tenant_id, local_settings)
+        if self._routes_reads and self.replicas is not None:
+            return self.replicas.read(
+                tenant_id, scope, statement, params, lambda: self._one_round_trip(scope, statement, params)
+            )
+        return self._one_round_trip(scope, statement, params)
 
     def app_statement(self, statement: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement as the application role with no tenant (driver syntax) and return its
@@ -240,19 +438,27 @@ class Database:
         return self._one_round_trip(self._scope_settings(None, None), statement, params)
 
     def _one_round_trip(
-        self, scope: Mapping[str, str], statement: str, params: Mapping[str, Any]
+        self,
+        scope: Mapping[str, str],
+        statement: str,
+        params: Mapping[str, Any],
+        *,
+        engine: Engine | None = None,
     ) -> list[tuple[Any, ...]]:
         """``scope`` (``set_config(..., true)`` each; none: no scope statement) and ``statement``
-        pipelined on an autocommit connection of :attr:`read_engine` (see :meth:`tenant_read`)."""
+        pipelined on an autocommit connection of ``engine`` (default :attr:`read_engine`; see
+        :meth:`tenant_read`). :class:`ServerUnreachable` when no connection could be had or the
+        connection was lost again on the second try; :class:`DatabaseUnavailable` for another
+        operational error (a statement timeout)."""
         n, scope_params = _settings_params(scope)
         scope_sql = _set_config_driver_sql(n) if n else None
-        engine = self.read_engine
+        engine = self.read_engine if engine is None else engine
         for attempt in range(2):
             with _wrap_errors():
                 try:
                     record = engine.raw_connection()
-                except psycopg.OperationalError as exc:  # the pool's own connect errors come unwrapped
-                    raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+                except (OperationalError, psycopg.OperationalError) as exc:  # the pool's connect errors come unwrapped
+                    raise ServerUnreachable(f"database unavailable: {_first_line(exc)}") from exc
             try:
                 conn = record.driver_connection
                 assert conn is not None  # a checked-out pool record always holds its psycopg connection
@@ -270,9 +476,9 @@ class Database:
                         if attempt == 0 and isinstance(exc, psycopg.Error):
                             engine.dispose(close=False)  # its other connections predate the restart too
                             continue
-                    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or (
-                        lost and isinstance(exc, psycopg.Error)
-                    ):  # a server restart surfaces as either, in pipeline mode too
+                        if isinstance(exc, psycopg.Error):  # a server restart surfaces as any of them
+                            raise ServerUnreachable(f"database unavailable: {_first_line(exc)}") from exc
+                    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
                         raise DatabaseUnavailable(f"database unavailable: {_first_line(exc)}") from exc
                     raise
             finally:
@@ -318,10 +524,15 @@ class Database:
         how = "the LIVINGRAG_DB__APP_URL login" if self.settings.app_url is not None else "LIVINGRAG_DB__APP_ROLE"
         with self.app_session() as s:
             current, login = s.execute(text("SELECT current_user, session_user")).one()
-            roles = [current] + ([login] if self.settings.app_url is not None and login != current else [])
+            roles = {current: how}
+            if self.settings.app_url is not None and login != current:
+                roles[login] = how
+            for who, read_how in self._standby_roles():
+                roles.setdefault(who, read_how)
             found = {who: s.execute(_ROLE_REACH_SQL, {"who": who}).all() for who in roles}
         out: list[str] = []
         for who, rows in found.items():
+            how = roles[who]
             for path, *flags in rows:
                 what = _role_powers(*flags)
                 if not what:
@@ -341,9 +552,54 @@ class Database:
                 )
         return out
 
+    def _standby_roles(self) -> list[tuple[str, str]]:
+        """(role, which read URL) for the role each reachable standby's reads run as and, when it
+        differs, its login: a standby has the primary's catalog, so they are checked there."""
+        if self.replicas is None:
+            return []
+        out = []
+        for standby in self.replicas.standbys:
+            try:
+                rows = self._one_round_trip(
+                    self._scope_settings(None, None),
+                    "SELECT current_user::text, session_user::text",
+                    {},
+                    engine=standby.read_engine,
+                )
+            except DatabaseUnavailable:
+                continue  # check_replicas names it
+            current, login = rows[0]
+            out.append((current, f"the LIVINGRAG_DB__READ_URLS login {standby.shown}"))
+            if self.settings.app_url is not None and login != current:
+                out.append((login, f"the LIVINGRAG_DB__READ_URLS login {standby.shown}"))
+        return out
+
+    def check_replicas(self) -> None:
+        """:class:`ConfigError` naming each read URL (``db.read_urls``, password masked) that cannot
+        serve reads now: unreachable, or not a hot standby. Then the standbys are watched on a
+        thread of this process (:meth:`ReplicaSet.start`). Nothing without read URLs."""
+        if self.replicas is None:
+            return
+        self.replicas.check_once()
+        problems = [f"{s.shown}: {s.error}" for s in self.replicas.standbys if not s.up]
+        if problems:
+            raise ConfigError(
+                "LIVINGRAG_DB__READ_URLS: "
+                + "; ".join(problems)
+                + ". Each read URL must reach a hot standby (a streaming replica) of the database in "
+                "LIVINGRAG_DB__URL; fix or remove it."
+            )
+        self.replicas.start()
+
+    def replica_status(self) -> list[dict[str, Any]]:
+        """Each read standby's state and lag (:meth:`ReplicaSet.status`); empty without read URLs."""
+        return self.replicas.status() if self.replicas is not None else []
+
     def check_app_role(self) -> None:
         """:class:`ConfigError` naming each reason when application transactions would not be bound by
-        row-level security (see :meth:`app_role_problems`): tenants could then read each other's rows."""
+        row-level security (see :meth:`app_role_problems`): tenants could then read each other's rows;
+        first, each read URL that cannot serve reads (:meth:`check_replicas`)."""
+        self.check_replicas()
         problems = self.app_role_problems()
         if problems:
             raise ConfigError(
@@ -383,13 +639,20 @@ class Database:
         Row-level security is forced on the tenant tables (migration 0006), so the owner is bound by
         the policies like any role; each transaction of this session sets
         ``livingrag.maintenance = 'on'``, which the ``owner_maintenance`` policy honours for the
-        tables' owner alone (a superuser owner bypasses RLS regardless)."""
+        tables' owner alone (a superuser owner bypasses RLS regardless). With read standbys, a
+        transaction that wrote makes every tenant's later reads in this process wait for it
+        (:meth:`tenant_session`)."""
         scope, params = local_settings_statement({MAINTENANCE_SETTING: "on"})
         session = self._owner_sessions()
+        began = [False]
 
         @event.listens_for(session, "after_begin")
         def _maintenance(_session: Session, _tx: Any, connection: Any) -> None:
             connection.execute(scope, params)
+            began[0] = True
+
+        if self.replicas is not None:  # it may change any tenant's rows: every tenant's reads need it
+            self._track_writes(session, None, began)
 
         with _wrap_errors(), session:
             try:
@@ -413,13 +676,23 @@ class Database:
         self.app_engine.dispose()
         if self._read_engine is not None:
             self._read_engine.dispose()
+        if self.replicas is not None:
+            self.replicas.dispose()
 
     def dispose(self) -> None:
+        """Close every pooled connection (nothing on the :attr:`reader` view, which shares them)."""
+        if self._routes_reads:
+            return
         self.dispose_app_pools()
         self.owner_engine.dispose()
 
     def close(self) -> None:
-        """Dispose the engines and release this process's hold on the embedded server."""
+        """Dispose the engines, stop watching the standbys and release this process's hold on the
+        embedded server (nothing on the :attr:`reader` view)."""
+        if self._routes_reads:
+            return
+        if self.replicas is not None:
+            self.replicas.close()
         self.dispose()
         if self.embedded is not None:
             self.embedded.stop()

@@ -131,7 +131,7 @@ class DropRecorder:
         failed: list[tuple[int, DroppedRow]] = []
         for tenant, rows in by_tenant.items():
             try:
-                with self.db.tenant_session(tenant) as s:
+                with self.db.tenant_session(tenant, read_floor=False) as s:
                     written += experience_repo.insert_dropped_logs(s, tenant_id=tenant, rows=rows)
             except Exception as exc:
                 log.warning("%d dropped write-back decisions of tenant %s not logged yet: %s", len(rows), tenant, exc)

@@ -166,7 +166,8 @@ class ExperienceMatcher:
         emb = validate_embedding(encoding.embedding)
         base = validate_activation(encoding.base_activation, "base activation")
         self._check_dim(tenant_id, corpus_id, int(emb.shape[0]))
-        rows = candidates_repo.preselect_read(self.db, **self._preselect_args(tenant_id, corpus_id, emb, base))
+        # on a read standby when there are any (self.db.reader); writes stay on the primary
+        rows = candidates_repo.preselect_read(self.db.reader, **self._preselect_args(tenant_id, corpus_id, emb, base))
         timings = {"preselect_ms": _ms(t0)}
         if not rows:
             timings["rescore_ms"] = 0.0

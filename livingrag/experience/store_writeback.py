@@ -243,7 +243,7 @@ class ExperienceWriter:
         try:
             t1 = time.perf_counter()
             learning = self.gates.learn and resolved.verifier is not None
-            with self.db.tenant_session(c.tenant_id) as s:
+            with self.db.tenant_session(c.tenant_id, read_floor=False) as s:
                 version = self._checked_version(s, c)
                 wrong = self._marked_wrong(s, c)
                 ns, nearest = (None, None) if wrong else self._novelty(s, c)
@@ -421,7 +421,7 @@ class ExperienceWriter:
         t3 = time.perf_counter()
         now = self._clock()
         maps = [sparsify(r.g.c.final, self.exp.epsilon, self.exp.max_map_entities) for r in batch]
-        with self.db.tenant_session(first.tenant_id) as s:
+        with self.db.tenant_session(first.tenant_id, read_floor=False) as s:
             read_version = None
             if any(r.version is None for r in batch):
                 read_version = self._checked_version(s, first)
@@ -637,7 +637,7 @@ class ExperienceWriter:
         g.timings["total_ms"] = _ms(g.t0)
         log_id = None
         try:
-            with self.db.tenant_session(c.tenant_id) as s:
+            with self.db.tenant_session(c.tenant_id, read_floor=False) as s:
                 log_id = self._log(s, g, decision, reason=reason)
         except Exception as exc:  # the database may be what failed; the result still says so
             log.warning("could not log the %s decision for %r: %s", decision, c.query[:80], exc)

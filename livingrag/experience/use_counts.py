@@ -161,7 +161,7 @@ class UseRecorder:
             else []
         )
         if self.flush_s == 0 or self._flusher.closed:
-            with self.db.tenant_session(tenant_id) as s:
+            with self.db.tenant_session(tenant_id, read_floor=False) as s:
                 _write(s, tally, events, tenant_id)
             return
         with self._lock:
@@ -183,7 +183,7 @@ class UseRecorder:
         for tenant_id in sorted(set(pending) | set(events)):
             tally, evs = pending.get(tenant_id, {}), events.get(tenant_id, [])
             try:
-                with self.db.tenant_session(tenant_id) as s:
+                with self.db.tenant_session(tenant_id, read_floor=False) as s:
                     updated += _write(s, tally, evs, tenant_id)
             except (DatabaseUnavailable, OSError, RuntimeError) as exc:
                 log.warning(

@@ -28,7 +28,7 @@ from livingrag.db.repositories import corpora, tenants
 from livingrag.db.repositories import experiences as experience_repo
 from livingrag.db.repositories.experiences import ReusableExperience
 from livingrag.db.repositories.querylog import insert_query_log
-from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError
+from livingrag.errors import Conflict, InvalidInput, LivingRAGError, LLMError, StandbyLost
 from livingrag.experience.answer_reuse import pick_repeat, question_key
 from livingrag.experience.drop_log import DropRecorder
 from livingrag.experience.keysent import parse_summary
@@ -214,7 +214,8 @@ class LivingRAG:
         by_id = all(isinstance(x, int) and not isinstance(x, bool) for x in (tenant, corpus))
         if by_id:
             r = self._retrievers.get((int(tenant), int(corpus)))
-            if r is not None and corpora.preset_read(self.db, int(tenant), int(corpus)) == (_preset_of(r.corpus),):
+            preset = corpora.preset_read(self.db.reader, int(tenant), int(corpus)) if r is not None else None
+            if r is not None and preset == (_preset_of(r.corpus),):
                 return int(tenant), r.corpus
         if isinstance(tenant, int) and not isinstance(tenant, bool):
             tenant_id = tenant
@@ -234,7 +235,8 @@ class LivingRAG:
             if r is not None and _preset_of(r.corpus) != _preset_of(corpus):
                 r = None  # whoever holds the old one finishes with it; its thread ends when unreferenced
             if r is None:
-                r = Retriever.from_settings(self.db, tenant_id, corpus, self.settings)
+                # its graph loads and version checks read from a standby when there are any
+                r = Retriever.from_settings(self.db.reader, tenant_id, corpus, self.settings)
                 self._retrievers[key] = r
             self._retrievers.move_to_end(key)
             # Bounded like the graph cache: an evicted retriever still serves whoever holds it,
@@ -279,7 +281,10 @@ class LivingRAG:
         tenant_id, info = self.resolve(tenant, corpus)
         r = self.retriever(tenant_id, info)
         sw.since_start("setup")  # name resolution; the first query of a corpus also loads its models
-        enc, match = self._encode_and_match(r, tenant_id, info, q, m, sw, min_corpus_version)
+        try:
+            enc, match = self._encode_and_match(r, tenant_id, info, q, m, sw, min_corpus_version)
+        except StandbyLost:  # a read standby went away during a graph load: it is skipped now, so once more
+            enc, match = self._encode_and_match(r, tenant_id, info, q, m, sw, min_corpus_version)
         fuse = match is not None and m.fusion and match.fusion_applied
         with sw.step("retrieve"):
             result = r.retrieve(
@@ -334,7 +339,9 @@ class LivingRAG:
         with sw.step("encode"):
             graph = None
             if min_corpus_version is not None:
-                graph = r.graph(min_version=min_corpus_version)
+                # with read standbys: read from one that holds that version (or from the primary)
+                with self.db.corpus_version_floor(tenant_id, info.id, min_corpus_version):
+                    graph = r.graph(min_version=min_corpus_version)
                 if graph.version < min_corpus_version:
                     raise Conflict(
                         f"corpus {info.id} is at version {graph.version}, below min_corpus_version {min_corpus_version}"
@@ -388,7 +395,7 @@ class LivingRAG:
 
         sw.total(excluding=("llm", "setup"))  # the logged row's latencies: up to the log write
         # timed after the row's total: row total + log never exceed the answer's
-        with sw.step("log"), self.db.tenant_session(tenant_id) as s:
+        with sw.step("log"), self.db.tenant_session(tenant_id, read_floor=False) as s:
             log_id = insert_query_log(
                 s,
                 tenant_id=tenant_id,
@@ -504,8 +511,20 @@ class LivingRAG:
         ]
         if not ids:
             return None
-        with self.db.tenant_session(tenant_id) as s:
-            usable = experience_repo.reusable_experiences(
+        try:
+            usable = self._reusable(tenant_id, q, ids)
+        except StandbyLost:  # the standby it read from went away: it is skipped now
+            usable = self._reusable(tenant_id, q, ids)
+        chosen = pick_repeat(q, [(e.id, e.query) for e in usable])
+        return next((e for e in usable if e.id == chosen), None)
+
+    def _reusable(self, tenant_id: int, q: str, ids: list[int]) -> list[ReusableExperience]:
+        """The experiences of ``ids`` whose answer may be given again for ``q`` (read from a standby
+        when there are any)."""
+        policy = self.settings.experience.reuse_answers_from
+        tau = self.settings.gates.tau_gs
+        with self.db.reader.tenant_session(tenant_id) as s:
+            return experience_repo.reusable_experiences(
                 s,
                 ids,
                 allowed=lambda trust, gated, confidence: serves_answer(
@@ -515,8 +534,6 @@ class LivingRAG:
                 question_key=question_key(q),
                 answer_key=question_key,
             )
-        chosen = pick_repeat(q, [(e.id, e.query) for e in usable])
-        return next((e for e in usable if e.id == chosen), None)
 
     def _reused_answer(
         self,
@@ -545,7 +562,8 @@ class LivingRAG:
             f"Reused the answer of experience {repeat.id} ({vouched}), stored for the same question: {repeat.query!r}."
         )
         sw.total(excluding=("setup",))
-        with sw.step("log"), self.db.tenant_session(tenant_id) as s:  # timed after the row's total, as in answer()
+        # timed after the row's total, as in answer()
+        with sw.step("log"), self.db.tenant_session(tenant_id, read_floor=False) as s:
             log_id = insert_query_log(
                 s,
                 tenant_id=tenant_id,
@@ -624,7 +642,7 @@ class LivingRAG:
         exc: BaseException,
     ) -> None:
         try:
-            with self.db.tenant_session(tenant_id) as s:
+            with self.db.tenant_session(tenant_id, read_floor=False) as s:
                 insert_query_log(
                     s,
                     tenant_id=tenant_id,
@@ -676,7 +694,7 @@ class LivingRAG:
             return
         c = job.candidate
         try:
-            with self.db.tenant_session(c.tenant_id) as s:
+            with self.db.tenant_session(c.tenant_id, read_floor=False) as s:
                 experience_repo.insert_writeback_log(
                     s,
                     tenant_id=c.tenant_id,

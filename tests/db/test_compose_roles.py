@@ -107,3 +107,46 @@ def test_the_script_refuses_to_run_without_passwords(pg_server_url: str) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIVINGRAG_")}
     run = subprocess.run(["sh", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
     assert run.returncode != 0 and "set LIVINGRAG_OWNER_PASSWORD" in run.stderr
+
+
+REPLICATION_SCRIPT = ROOT / "deploy/postgres-init/20-livingrag-replication.sh"
+
+
+def test_the_compose_replication_role_streams_and_nothing_more(pg_server_url: str, tmp_path: Path) -> None:
+    """The replica's login (20-livingrag-replication.sh): REPLICATION, nothing RLS would not bind,
+    and one pg_hba.conf line admitting it for replication, however often the script runs."""
+    if os.environ.get("LIVINGRAG_TEST_DB_URL"):
+        pytest.skip("creates a cluster role: only on the embedded test server")
+    url = make_url(pg_server_url)
+    bindir = _psql_dir()
+    assert bindir is not None, "no psql found (PostgreSQL's client or the embedded server's)"
+    hba = tmp_path / "pg_hba.conf"  # a stand-in: the test server's own file is left alone
+    hba.write_text("local all all trust\n")
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
+        "PGHOST": str(url.query.get("host") or url.host or "localhost"),
+        "PGPORT": str(url.port or 5432),
+        "POSTGRES_USER": url.username or "postgres",
+        "PGDATA": str(tmp_path),
+        "LIVINGRAG_REPLICATION_PASSWORD": "compose-repl-pw",
+    }
+    for _ in range(2):
+        run = subprocess.run(["sh", str(REPLICATION_SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+    assert hba.read_text().splitlines().count("host replication livingrag_replicator all scram-sha-256") == 1
+    admin = create_engine(pg_server_url)
+    try:
+        with admin.connect() as c:
+            row = c.execute(
+                text(
+                    "SELECT rolreplication, rolsuper, rolbypassrls, rolcreaterole, rolcanlogin FROM pg_roles"
+                    " WHERE rolname = 'livingrag_replicator'"
+                )
+            ).one()
+    finally:
+        admin.dispose()
+    assert tuple(row) == (True, False, False, False, True)
+    del env["LIVINGRAG_REPLICATION_PASSWORD"]
+    refused = subprocess.run(["sh", str(REPLICATION_SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "set LIVINGRAG_REPLICATION_PASSWORD" in refused.stderr

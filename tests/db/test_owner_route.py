@@ -54,6 +54,7 @@ OWNER_ROUTES: dict[str, str] = {
     "cli/db_cmd.py:status": "db status",
     "cli/db_cmd.py:url": "db url: prints the server's connection string for the operator",
     "cli/db_cmd.py:psql": "db psql: opens psql on the server for the operator",
+    "cli/db_cmd.py:replica_create": "db replica create: pg_basebackup copies the embedded server as its superuser",
     "services/database.py:memory_in_use": "db status: the server's memory settings and the store's size",
     "bench/store_bench.py:*": "benchmark harness (its own databases)",
     "bench/store_data.py:*": "benchmark harness: loads its own databases",

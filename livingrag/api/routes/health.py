@@ -1,4 +1,5 @@
-"""``GET /health``: 200 when the database answers, the schema is current and the models are loaded.
+"""``GET /health``: 200 when the database answers, the schema is current and the models are loaded;
+the body lists each read standby's state and lag too (a standby down or lagging is no failure).
 
 It runs on threads of its own (:data:`HEALTH_THREADS`), not in the pool the other routes share,
 so a probe never waits behind busy requests (or their bounded waits for an index lock).
@@ -15,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from livingrag.api.deps import Services
-from livingrag.api.schemas import HealthOut
+from livingrag.api.schemas import HealthOut, ReplicaOut
 
 router = APIRouter(tags=["health"])
 HEALTH_THREADS = 4
@@ -79,5 +80,7 @@ def _health(svc: Services) -> JSONResponse:
         schema_up_to_date=up_to_date,
         models=models,
         detail="; ".join(detail) or None,
+        replicas=[ReplicaOut(**r) for r in svc.db.replica_status()],
+        reads_on_primary=dict(svc.db.replicas.counters.primary) if svc.db.replicas is not None else {},
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

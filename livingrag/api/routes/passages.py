@@ -198,7 +198,7 @@ def add_passages(
         _load_graph(svc, tid, info)
         timings["graph"] = round((time.perf_counter() - t) * 1000.0, 1)
     elif out.indexed:  # this worker's questions see it once loaded; min_corpus_version=version waits for it
-        shared_graph_cache().load_in_background(svc.db, tid, info.id, info.embedding_dim, out.version)
+        shared_graph_cache().load_in_background(svc.db.reader, tid, info.id, info.embedding_dim, out.version)
     response.headers["Server-Timing"] = server_timing(timings)
     fields = asdict(out)
     fields.pop("timings_ms")
@@ -223,8 +223,9 @@ def _load_graph(svc: Services, tid: int, info: CorpusInfo) -> None:
     cache = shared_graph_cache()
     if (tid, info.id) in cache:
         version = current_version(svc.db, tid, info.id)
-        if version is not None:
-            cache.get(svc.db, tid, info.id, info.embedding_dim, min_version=version)
+        if version is not None:  # from a read standby once it has replayed the change (read your writes)
+            with svc.db.corpus_version_floor(tid, info.id, version):
+                cache.get(svc.db.reader, tid, info.id, info.embedding_dim, min_version=version)
 
 
 @router.get("/corpora/{corpus_id}/passages", response_model=PassageList, summary="List a corpus's passages")
