@@ -28,6 +28,19 @@ app = typer.Typer(
 )
 
 
+def _ask_body(text: str) -> dict[str, object]:
+    """``--ask-body``: a JSON object (BadParameter naming the option otherwise)."""
+    import json
+
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--ask-body is no JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise typer.BadParameter("--ask-body must be a JSON object")
+    return body
+
+
 def _assignments(values: list[str], option: str) -> dict[str, str]:
     """``NAME=VALUE`` options as a dict."""
     out: dict[str, str] = {}
@@ -174,17 +187,11 @@ def _compare_standby(
     as_json: bool,
 ) -> None:
     """``bench api --compare-standby`` (:mod:`livingrag.bench.replica_load`)."""
-    import json
 
     from livingrag.bench.replica_load import ReplicaLoadConfig, format_comparison, run_replica_comparison
     from livingrag.cli.common import err_console
 
-    try:
-        body = json.loads(ask_body)
-    except ValueError as exc:
-        raise typer.BadParameter(f"--ask-body is no JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise typer.BadParameter("--ask-body must be a JSON object")
+    body = _ask_body(ask_body)
     cfg = ReplicaLoadConfig(
         clients=clients, seconds=seconds, add_every=add_every, rounds=rounds, workers=workers, ask_body=body,
         server_env=_assignments(env, "--env"), server_log=server_log,
@@ -521,18 +528,12 @@ def mixed_load(
     server_log: Path | None = typer.Option(None, "--server-log", help="Append the server's output to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    import json
 
     from livingrag.bench.http_load import format_result
     from livingrag.bench.mixed_load import MixedLoadConfig, format_writeback, run_mixed_load
     from livingrag.cli.common import err_console
 
-    try:
-        body = json.loads(ask_body)
-    except ValueError as exc:
-        raise typer.BadParameter(f"--ask-body is no JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise typer.BadParameter("--ask-body must be a JSON object")
+    body = _ask_body(ask_body)
     try:
         cfg = MixedLoadConfig(
             workers=workers,
