@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from livingrag.testing.openai_server import OpenAICompatServer, qa_reply
+from livingrag.testing.openai_server import OpenAICompatServer, Step, qa_reply
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
 
@@ -180,7 +180,10 @@ def test_a_command_that_fails_after_the_server_started_stops_it(root: Path, llm:
 def test_an_interrupted_command_stops_the_server(
     sig: signal.Signals, code: int, root: Path, llm: OpenAICompatServer
 ) -> None:
-    """Ctrl-C (or SIGTERM) while the demo works on its database: it exits, its server with it."""
+    """Ctrl-C (or SIGTERM) while the demo works on its database: it exits, its server with it. The
+    LLM answers slowly here, so that the demo is still at work when the signal comes however long
+    this test took to send it (on a loaded machine the demo could finish first and exit 0)."""
+    llm.default = Step(delay_s=5.0)
     proc = subprocess.Popen(
         _command(["demo", "--no-feedback"], root),
         env=_env(root, llm),
@@ -202,9 +205,11 @@ def test_an_interrupted_command_stops_the_server(
                 break
         assert seen and "indexing the demo corpus" in seen[-1], "".join(seen)[-3000:]
         assert _postmasters(root), "the server is not running while the demo works"
+        assert proc.poll() is None, "the demo ended before it could be interrupted"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=TIMEOUT_S)
     finally:
+        llm.default = Step()
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
