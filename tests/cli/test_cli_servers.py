@@ -181,11 +181,13 @@ def test_an_interrupted_command_stops_the_server(
     sig: signal.Signals, code: int, root: Path, llm: OpenAICompatServer
 ) -> None:
     """Ctrl-C (or SIGTERM) while the demo works on its database: it exits, its server with it. The
-    LLM answers slowly here, so that the demo is still at work when the signal comes however long
-    this test took to send it (on a loaded machine the demo could finish first and exit 0)."""
+    LLM answers slowly here, so that the demo is surely still at work when the signal comes."""
     llm.default = Step(delay_s=5.0)
     proc = subprocess.Popen(
         _command(["demo", "--no-feedback"], root),
+        # a test run started in the background by a non-interactive shell inherits SIGINT ignored,
+        # and Python then keeps it ignored: Ctrl-C is the default again in the command under test
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         env=_env(root, llm),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
