@@ -131,6 +131,32 @@ def _ping_when_idle(engine: Engine, idle_s: float) -> None:
             raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
 
 
+def _scope_each_transaction(
+    session: Session, scope: TextClause, params: Mapping[str, str], began: list[bool] | None = None
+) -> None:
+    """Run ``scope`` (the transaction-local settings: tenant, role, maintenance, ...) as the first
+    statement of each transaction of ``session``; ``began[0]`` is set once one began."""
+
+    @event.listens_for(session, "after_begin")
+    def _scope(_session: Session, _tx: Any, connection: Any) -> None:
+        connection.execute(scope, params)
+        if began is not None:
+            began[0] = True
+
+
+@contextmanager
+def _committed(session: Session) -> Iterator[Session]:
+    """``session`` for one unit of work: committed when the block ends, rolled back on any error
+    (a database error raised as :func:`_wrap_errors` maps it), closed either way."""
+    with _wrap_errors(), session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
 class Database:
     """Owns the engines for one server (and its read standbys). Use :meth:`tenant_session` and
     :meth:`owner_session`, and :attr:`reader` for the question path's reads."""
@@ -276,21 +302,11 @@ class Database:
         scope, params = local_settings_statement(self._scope_settings(tenant_id, local_settings))
         session = self._app_sessions()
         began = [False]
-
-        @event.listens_for(session, "after_begin")
-        def _scope(_session: Session, _tx: Any, connection: Any) -> None:
-            connection.execute(scope, params)
-            began[0] = True
-
+        _scope_each_transaction(session, scope, params, began)
         if read_floor and self.replicas is not None:
             self._track_writes(session, tenant_id, began)
-        with _wrap_errors(), session:
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
+        with _committed(session):
+            yield session
 
     def _track_writes(self, session: Session, tenant_id: int | None, began: list[bool]) -> None:
         """Have each transaction of ``session`` that wrote note the primary's WAL position after
@@ -356,19 +372,10 @@ class Database:
             return
         scope, params = local_settings_statement(self._scope_settings(tenant_id, local_settings))
         session = standby.sessions()
-
-        @event.listens_for(session, "after_begin")
-        def _scope(_session: Session, _tx: Any, connection: Any) -> None:
-            connection.execute(scope, params)
-
+        _scope_each_transaction(session, scope, params)
         try:
-            with _wrap_errors(), session:
-                try:
-                    yield session
-                    session.commit()
-                except BaseException:
-                    session.rollback()
-                    raise
+            with _committed(session):
+                yield session
         except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # (the graph loader's COPY runs on the driver's connection: its errors come unwrapped)
             replicas.mark_down(standby, exc)
@@ -616,18 +623,9 @@ class Database:
         scope, params = local_settings_statement(self._scope_settings(None, None))
         session = self._app_sessions()
         if params:
-
-            @event.listens_for(session, "after_begin")
-            def _scope(_session: Session, _tx: Any, connection: Any) -> None:
-                connection.execute(scope, params)
-
-        with _wrap_errors(), session:
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
+            _scope_each_transaction(session, scope, params)
+        with _committed(session):
+            yield session
 
     @contextmanager
     def owner_session(self) -> Iterator[Session]:
@@ -645,22 +643,12 @@ class Database:
         scope, params = local_settings_statement({MAINTENANCE_SETTING: "on"})
         session = self._owner_sessions()
         began = [False]
-
-        @event.listens_for(session, "after_begin")
-        def _maintenance(_session: Session, _tx: Any, connection: Any) -> None:
-            connection.execute(scope, params)
-            began[0] = True
-
+        _scope_each_transaction(session, scope, params, began)
         if self.replicas is not None:  # it may change any tenant's rows: every tenant's reads need it
             self._track_writes(session, None, began)
 
-        with _wrap_errors(), session:
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
+        with _committed(session):
+            yield session
 
     def ping(self) -> bool:
         try:
