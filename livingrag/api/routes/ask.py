@@ -21,11 +21,11 @@ up to ``api.stream_writeback_wait_s`` for the write-back decision.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
 from collections.abc import AsyncIterator
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import anyio
@@ -225,11 +225,8 @@ def _final(a: Answer, tid: int, svc: Services) -> AskFinal:
     once taken (waiting up to ``api.stream_writeback_wait_s``)."""
     decision = None
     if a.writeback is not None and a.query_log_id is not None:
-        try:
+        # not decided in time: shown as pending; failed or dropped: the decision row says so
+        with contextlib.suppress(Exception):
             a.writeback.result(timeout=svc.settings.api.stream_writeback_wait_s)
-        except FutureTimeout:
-            pass  # shown as pending
-        except Exception:  # the decision row (error or dropped) says what happened
-            pass
         decision = writeback_out(svc, tid, a.query_log_id)
     return AskFinal(**ask_out(a).model_dump(), writeback_decision=decision)

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -314,12 +314,8 @@ class LlamaModel:
         return RequestError(504, f"did not finish within {self.timeout_s:g} s (LIVINGRAG_LLM__TIMEOUT_S)", "timeout")
 
     def _chat_locked(self, req: dict[str, Any]) -> dict[str, Any]:
-        try:
+        with _llama_errors():
             out, recorder, _tokens, timed_out = self._start(req)
-        except ValueError as err:
-            raise _context_error(err) from err
-        except RuntimeError as err:
-            raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
         if timed_out[0]:
             raise self._timeout()
         assert isinstance(out, dict)  # not streamed (stream=False), so one whole completion
@@ -353,7 +349,7 @@ class LlamaModel:
 
         finish: str | None = None
         pieces = 0
-        try:
+        with _llama_errors():
             out, recorder, tokens, timed_out = self._start(req)
             for part in out:  # llama.cpp evaluates the prompt at the first step
                 choice = part["choices"][0]
@@ -362,10 +358,6 @@ class LlamaModel:
                 if text:
                     pieces += 1
                     yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-        except ValueError as err:
-            raise _context_error(err) from err
-        except RuntimeError as err:
-            raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
         if timed_out[0]:
             raise self._timeout()
         done = {"index": 0, "delta": {}, "finish_reason": finish or "stop", "logprobs": self._logprobs(req, recorder)}
@@ -383,11 +375,18 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def _context_error(err: ValueError) -> RequestError:
-    """A prompt the context cannot hold (llama.cpp: "Requested tokens (5000) exceed context window of 4096")."""
-    return RequestError(
-        400, f"{err} (shorten the prompt or raise LIVINGRAG_LLM__CONTEXT_TOKENS)", "context_length_exceeded"
-    )
+@contextlib.contextmanager
+def _llama_errors() -> Iterator[None]:
+    """llama.cpp's failures as the request errors they are: a ValueError is a prompt the context
+    cannot hold ("Requested tokens (5000) exceed context window of 4096"), 400; a RuntimeError, 500."""
+    try:
+        yield
+    except ValueError as err:
+        raise RequestError(
+            400, f"{err} (shorten the prompt or raise LIVINGRAG_LLM__CONTEXT_TOKENS)", "context_length_exceeded"
+        ) from err
+    except RuntimeError as err:
+        raise RequestError(500, f"llama.cpp failed: {err}", "server_error") from err
 
 
 def make_handler(model: LlamaModel, token: str, system_info: str) -> type[BaseHTTPRequestHandler]:
