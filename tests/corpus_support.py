@@ -9,6 +9,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,16 @@ from livingrag.db.repositories import corpora
 from livingrag.db.repositories import passages as passage_repo
 from livingrag.testing.corpus import CORPUS  # the fictional corpus (the load benchmark seeds it too)
 from livingrag.types import CorpusInfo
+
+DOCUMENTS = Path(__file__).resolve().parent / "data" / "documents"
+"""The four document fixtures (tests/data/make_documents.py): a PDF, a DOCX, an HTML page, Markdown."""
+DOCUMENT_TITLES = {
+    "annual_review.pdf": "Nordline Freight Annual Review 2025",
+    "handbook.docx": "Brindlewood Logistics Driver Handbook",
+    "ferry_news.html": "Winter timetable for the Saltfjord ferry",
+    "onboarding.md": "Welcome to the Varik Studio",
+}
+"""Each fixture's file name and the title the readers find in it."""
 
 QUESTIONS: list[tuple[str, list[str]]] = [
     ("Where was the director of Silver Harbor born?", ["Silver Harbor", "Marta Quell"]),

@@ -27,16 +27,9 @@ import pytest
 from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api.test_ui_browser import CHROMIUM, _assert_labelled, _page, _require_browser, _sign_in, expect
 from tests.api_support import ADMIN_KEY, ROOT, Server, auth, server_env
+from tests.corpus_support import DOCUMENT_TITLES, DOCUMENTS
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
-
-DOCS = ROOT / "tests" / "data" / "documents"
-TITLES = {
-    "annual_review.pdf": "Nordline Freight Annual Review 2025",
-    "handbook.docx": "Brindlewood Logistics Driver Handbook",
-    "ferry_news.html": "Winter timetable for the Saltfjord ferry",
-    "onboarding.md": "Welcome to the Varik Studio",
-}
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +98,7 @@ def test_upload_files_with_the_picker_and_watch_the_job(page: Any, live: dict[st
     assert picker.get_attribute("multiple") is not None
     expect(upload.get_by_role("button", name="Upload and index")).to_be_disabled()
     assert "null" not in upload.inner_text()
-    picker.set_input_files([str(DOCS / name) for name in sorted(TITLES)])
+    picker.set_input_files([str(DOCUMENTS / name) for name in sorted(DOCUMENT_TITLES)])
     chosen = upload.get_by_role("list", name="Files chosen")
     expect(chosen).to_contain_text("annual_review.pdf")
     expect(chosen).to_contain_text("4 files")
@@ -125,7 +118,7 @@ def test_upload_files_with_the_picker_and_watch_the_job(page: Any, live: dict[st
             strict=True,
         )
     )
-    assert titles == TITLES
+    assert titles == DOCUMENT_TITLES
     page.get_by_role("alert").get_by_text("4 file(s) indexed: 4 passage(s) new").wait_for()
     expect(page.locator("li.job[data-state=succeeded]")).to_have_count(1)  # the jobs list has it too
     assert _counts(live) == (4, 1)
@@ -140,7 +133,7 @@ def test_a_malformed_pdf_is_named_and_the_next_upload_clears_the_error(page: Any
     before = _counts(live)
     upload = page.get_by_role("form", name="Upload files")
     picker = upload.get_by_label("Files to upload", exact=True)
-    broken = (DOCS / "annual_review.pdf").read_bytes()[:4000]
+    broken = (DOCUMENTS / "annual_review.pdf").read_bytes()[:4000]
     picker.set_input_files(
         [
             {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": broken},

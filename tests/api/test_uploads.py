@@ -36,17 +36,11 @@ from livingrag.db.engine import Database
 from livingrag.io.readers import read_document
 from livingrag.testing.openai_server import OpenAICompatServer
 from tests.api_support import ADMIN_KEY, api_settings, app_client, auth
+from tests.corpus_support import DOCUMENT_TITLES, DOCUMENTS
 
 pytestmark = pytest.mark.db
 
-DOCS = Path(__file__).resolve().parents[1] / "data" / "documents"
 MAX_BYTES = 400_000
-TITLES = {
-    "annual_review.pdf": "Nordline Freight Annual Review 2025",
-    "handbook.docx": "Brindlewood Logistics Driver Handbook",
-    "ferry_news.html": "Winter timetable for the Saltfjord ferry",
-    "onboarding.md": "Welcome to the Varik Studio",
-}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +70,7 @@ def _file(name: str, data: bytes) -> dict[str, str]:
 
 
 def _fixtures() -> list[dict[str, str]]:
-    return [_file(name, (DOCS / name).read_bytes()) for name in sorted(TITLES)]
+    return [_file(name, (DOCUMENTS / name).read_bytes()) for name in sorted(DOCUMENT_TITLES)]
 
 
 def _poll(client: TestClient, key: str, job: str, timeout: float = 180.0) -> dict[str, Any]:
@@ -128,26 +122,26 @@ def test_uploaded_documents_index_as_livingrag_index_indexes_them(
     assert r.status_code == 202, r.text
     body = r.json()
     assert body["documents"] == 4 and body["state"] in ("queued", "running", "succeeded")
-    assert {f["name"]: f["title"] for f in body["files"]} == TITLES
+    assert {f["name"]: f["title"] for f in body["files"]} == DOCUMENT_TITLES
     assert all(f["title_is_entity"] and f["sections"] >= 3 and f["characters"] > 100 for f in body["files"])
     done = _poll(client, key, body["id"])
     assert done["state"] == "succeeded" and done["result"]["indexed"] == 4, done
     assert done["progress"]
 
     uploaded = _passages(db, tid, cid)
-    assert sorted((t, e) for t, _, e in uploaded) == sorted((t, n) for n, t in TITLES.items())
+    assert sorted((t, e) for t, _, e in uploaded) == sorted((t, n) for n, t in DOCUMENT_TITLES.items())
     pdf = next(x for t, x, e in uploaded if e == "annual_review.pdf")
     assert "Depots\nThe Tromsø depot" in pdf  # the section's heading path stays with its text
     names = _entities(db, tid, cid)
     keys = {normalize_entity(n) for n in names}
-    for f in DOCS.iterdir():
+    for f in DOCUMENTS.iterdir():
         assert normalize_entity(f.stem) not in keys and f.stem not in names and f.name not in names, f.name
     assert normalize_entity("Nordline Freight Annual Review 2025") in keys  # a heading title may be an entity
 
     # the same files given to `livingrag index` make the same passages and entities
     monkeypatch.setenv("LIVINGRAG_DB__URL", database_url)
     monkeypatch.setenv("LIVINGRAG_TENANT", tenant_name)
-    res = CliRunner().invoke(cli_app, ["index", "--corpus", "by-cli", "--create", str(DOCS), "--json", "--quiet"])
+    res = CliRunner().invoke(cli_app, ["index", "--corpus", "by-cli", "--create", str(DOCUMENTS), "--json", "--quiet"])
     assert res.exit_code == 0, (res.output, res.exception)
     assert json.loads(res.stdout)["indexed"] == 4
     cli_cid = next(
@@ -164,9 +158,9 @@ def _empty_docx() -> bytes:
 
 
 BAD_FILES = [
-    ("broken.pdf", (DOCS / "annual_review.pdf").read_bytes()[:4000], "not a readable PDF"),
+    ("broken.pdf", (DOCUMENTS / "annual_review.pdf").read_bytes()[:4000], "not a readable PDF"),
     ("empty.docx", _empty_docx(), "the document has no text"),
-    ("renamed.md", (DOCS / "handbook.docx").read_bytes(), "binary data, not text"),
+    ("renamed.md", (DOCUMENTS / "handbook.docx").read_bytes(), "binary data, not text"),
     ("blank.txt", b"", "the file is empty"),
     ("corpus.json", b'[{"text": "a record"}, {"title": "none"}]', "record at index 1: the record has no 'text'"),
     ("lines.jsonl", b'{"text": "one"}\nnot json\n', "line 2: not valid JSON"),
@@ -236,7 +230,7 @@ def test_other_tenants_corpus_is_404_and_a_read_key_403(client: TestClient) -> N
     _, _, a = _tenant(client, "upload-a")
     _, _, b = _tenant(client, "upload-b")
     b_cid = _corpus(client, b, "private")
-    files = {"files": [_file("onboarding.md", (DOCS / "onboarding.md").read_bytes())]}
+    files = {"files": [_file("onboarding.md", (DOCUMENTS / "onboarding.md").read_bytes())]}
     _err(client.post(f"/v1/corpora/{b_cid}/uploads", json=files, headers=auth(a)), 404)
     r = client.post("/v1/keys", json={"name": "reader", "scopes": ["read"]}, headers=auth(b))
     assert r.status_code == 201, r.text
@@ -259,7 +253,7 @@ def _document_in(path: Path) -> dict[str, Any]:
 def test_index_jobs_keep_sections_and_title_is_entity(client: TestClient, db: Database) -> None:
     tid, _, key = _tenant(client, "sections")
     by_job, by_upload = _corpus(client, key, "by-job"), _corpus(client, key, "by-upload")
-    doc = _document_in(DOCS / "onboarding.md") | {"title": "onboarding", "title_is_entity": False}
+    doc = _document_in(DOCUMENTS / "onboarding.md") | {"title": "onboarding", "title_is_entity": False}
     r = client.post(f"/v1/corpora/{by_job}/index-jobs", json={"documents": [doc]}, headers=auth(key))
     assert r.status_code == 202, r.text
     assert _poll(client, key, r.json()["id"])["state"] == "succeeded"
@@ -267,7 +261,7 @@ def test_index_jobs_keep_sections_and_title_is_entity(client: TestClient, db: Da
     assert passage[1].startswith("Ilse Varik founded") and "Tools › Fonts\nThe studio licenses" in passage[1]
     assert "onboarding" not in _entities(db, tid, by_job)  # the title is no entity
     # the same file uploaded: the same passage text, titled by its heading
-    md = _file("onboarding.md", (DOCS / "onboarding.md").read_bytes())
+    md = _file("onboarding.md", (DOCUMENTS / "onboarding.md").read_bytes())
     r = client.post(f"/v1/corpora/{by_upload}/uploads", json={"files": [md]}, headers=auth(key))
     assert r.status_code == 202 and _poll(client, key, r.json()["id"])["state"] == "succeeded"
     assert [(t, x) for t, x, _ in _passages(db, tid, by_upload)] == [("Welcome to the Varik Studio", passage[1])]
@@ -289,7 +283,7 @@ def test_bad_sections_are_422_and_submit_nothing(
 ) -> None:
     _, _, key = _tenant(client, "bad-sections")
     cid = _corpus(client, key, "kept")
-    doc = _document_in(DOCS / "onboarding.md") | change
+    doc = _document_in(DOCUMENTS / "onboarding.md") | change
     _err(client.post(f"/v1/corpora/{cid}/index-jobs", json={"documents": [doc]}, headers=auth(key)), 422, *words)
     assert _state(client, key, cid) == (0, [])
 
@@ -314,7 +308,7 @@ def test_a_document_over_the_text_limit_is_named(client: TestClient, monkeypatch
     monkeypatch.setattr(uploads, "MAX_DOCUMENT_CHARS", 100)
     _, _, key = _tenant(client, "long-upload")
     cid = _corpus(client, key, "kept")
-    files = {"files": [_file("onboarding.md", (DOCS / "onboarding.md").read_bytes())]}
+    files = {"files": [_file("onboarding.md", (DOCUMENTS / "onboarding.md").read_bytes())]}
     r = client.post(f"/v1/corpora/{cid}/uploads", json=files, headers=auth(key))
     _err(r, 422, "onboarding.md: the document's text is", "the limit of one document is 100 (split the file)")
     assert _state(client, key, cid) == (0, [])
