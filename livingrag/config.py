@@ -290,6 +290,30 @@ class RetrievalSettings(_Group):
         description="Embedding-model threads for query encoding, torch or ONNX Runtime (it runs beside NER; "
         "None: one per core).",
     )
+    common_word_share: float = Field(
+        default=0.005,
+        ge=0,
+        le=1,
+        description="A one-word entity that the corpus writes in lower case (or as a number) in at least this "
+        "share of its passages is a common word ('Film', a year), not a seed of the question (0: every link "
+        "seeds).",
+    )
+    prf_depth: int | None = Field(
+        default=None,
+        ge=0,
+        le=20,
+        description="Re-rank the first prf_pool passages by pseudo-relevance feedback from the first prf_depth "
+        "of them (0: off; None: preset, 3 for 2Wiki and HotpotQA, 0 for MuSiQue).",
+    )
+    prf_weight: float = Field(
+        default=1.0, ge=0, le=10, description="Weight of the feedback passages added to the question vector."
+    )
+    prf_mix: float = Field(
+        default=0.3, ge=0, le=10, description="Weight of the feedback cosine beside the graph's score when re-ranking."
+    )
+    prf_pool: int = Field(
+        default=10, ge=2, le=100, description="Passages the feedback re-ranks (at least top_k of them)."
+    )
 
 
 PAPER_EXPERIENCE: dict[str, Any] = {

@@ -38,6 +38,8 @@ PURE = {
     "livingrag.retrieval.ppr",
     "livingrag.retrieval.propagation",
     "livingrag.retrieval.scoring",
+    "livingrag.retrieval.common_words",
+    "livingrag.retrieval.pseudo_relevance",
     "livingrag.experience.fusion",
     "livingrag.experience.matching",
     "livingrag.experience.novelty",

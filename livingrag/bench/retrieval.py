@@ -204,7 +204,7 @@ def run_retrieval_bench(
     recall = {k: [] for k in ks}  # type: dict[int, list[float]]
     full = {k: [] for k in ks}  # type: dict[int, list[float]]
     dense_recall: list[float] = []
-    stages = "retrieval encode ner embed dense mention_embed graph link propagation passage_scoring ppr"
+    stages = "retrieval encode ner embed dense mention_embed graph link propagation passage_scoring ppr prf"
     lat: dict[str, list[float]] = {k: [] for k in stages.split()}
     cpu: dict[str, list[float]] = {"retrieval": [], "encode": [], "rank": []}
     fallbacks = 0

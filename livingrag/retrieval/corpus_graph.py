@@ -14,6 +14,8 @@ Matrices (n_p passages, n_e entities, n_s entity-bearing sentences):
 * ``mentions``          (n_p x n_e, CSR): mention counts c(p, e) found at index time;
 * ``mention_log``       (n_p x n_e, CSR): ln(1 + c(p, e)), the passage-reset term of LinearRAG;
 * ``entity_mention_log`` (n_e x n_p, CSR): its transpose, read row by row for the activated entities;
+* ``entity_word_passages`` (n_e,): the passages that write an entity's one-word key as a
+  lower-case word (:mod:`livingrag.retrieval.common_words`);
 * ``transition``        (n x n, CSR, n = n_e + n_p, entities first): the column-stochastic random
   walk of the undirected passage-entity graph, T[i, j] = A[i, j] / deg(j), where A holds the
   passage-entity edges (weight c(p, e) / sum_e' c(p, e')) and the passage-passage links.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from livingrag.retrieval.common_words import word_passages
 from livingrag.retrieval.ppr import BipartitePPR
 
 
@@ -53,6 +56,7 @@ class CorpusGraph:
     entity_mention_log: sp.csr_matrix
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool (n,), nodes without edges
+    entity_word_passages: np.ndarray  # int64 (n_e,), passages writing the key as a lower-case word
     ppr: BipartitePPR = field(repr=False)  # the walk, pre-arranged for the fast solver
     key_to_entity: dict[str, int] = field(repr=False)
     id_to_entity: dict[int, int] = field(repr=False)
@@ -142,12 +146,13 @@ class CorpusGraph:
         keys = tuple(entity_keys)
         ids = np.asarray(entity_ids, dtype=np.int64)
         pids = np.asarray(passage_ids, dtype=np.int64)
+        texts = tuple(passage_texts) if passage_texts is not None else ("",) * n_p
         return cls(
             corpus_id=corpus_id,
             version=version,
             passage_ids=pids,
             passage_titles=tuple(passage_titles) if passage_titles is not None else ("",) * n_p,
-            passage_texts=tuple(passage_texts) if passage_texts is not None else ("",) * n_p,
+            passage_texts=texts,
             passage_lengths=lengths,
             passage_embeddings=_matrix(passage_embeddings, n_p),
             entity_ids=ids,
@@ -164,6 +169,7 @@ class CorpusGraph:
             entity_mention_log=mention_log.T.tocsr(),
             transition=transition,
             dangling=dangling,
+            entity_word_passages=word_passages(keys, texts),
             ppr=BipartitePPR.build(transition, n_e, dangling),
             key_to_entity=dict(zip(keys, range(n_e), strict=True)),
             id_to_entity=dict(zip(ids.tolist(), range(n_e), strict=True)),

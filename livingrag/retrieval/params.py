@@ -31,6 +31,11 @@ class RetrievalParams:
     question_gazetteer: bool = True
     question_ner: str = "fallback"  # always | fallback (only when the gazetteer finds nothing) | never
     query_threads: int | None = 1
+    common_word_share: float = 0.0
+    prf_depth: int = 0
+    prf_weight: float = 1.0
+    prf_mix: float = 0.3
+    prf_pool: int = 10
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

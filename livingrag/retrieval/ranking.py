@@ -6,6 +6,7 @@
       -> Personalized PageRank (ppr.py, BipartitePPR)  reset = entity weights ++ passage resets
                                                        (only the passages' scores are solved for)
       -> eq. 27 length normalisation, ranking
+      -> pseudo-relevance re-ranking of the first ``prf_pool`` (pseudo_relevance.py; prf_depth 0: off)
 
 With no seed, passages are ranked by the dense score alone (LinearRAG's fallback).
 """
@@ -21,6 +22,7 @@ import numpy as np
 from livingrag.retrieval.corpus_graph import CorpusGraph
 from livingrag.retrieval.params import RetrievalParams
 from livingrag.retrieval.propagation import semantic_bridging
+from livingrag.retrieval.pseudo_relevance import pseudo_relevance_rerank
 from livingrag.retrieval.scoring import dense_scores, entity_bonus, length_normalize, passage_reset, top_k
 
 
@@ -77,8 +79,8 @@ def rank_passages(
         scores = length_normalize(dense_term(), graph.passage_lengths, params.length_norm_b)
         if adjust_passages is not None:
             scores = adjust_passages(scores)
-        order = top_k(scores, k)
-        return Ranking(order, scores[order], {}, {}, {}, True, 0, timings)
+        order, top = _ranked(graph, question_embedding, scores, params, k)
+        return Ranking(order, top, {}, {}, {}, True, 0, timings)
 
     t1 = time.perf_counter()
     bridge = semantic_bridging(
@@ -110,11 +112,14 @@ def rank_passages(
         rows, weights, p_reset, damping=params.damping, tol=params.ppr_tol, max_iter=params.ppr_max_iter
     )
     scores = length_normalize(ppr.scores, graph.passage_lengths, params.length_norm_b)
-    order = top_k(scores, k)
     timings["ppr_ms"] = (time.perf_counter() - t3) * 1000
+    t4 = time.perf_counter()
+    order, top = _ranked(graph, question_embedding, scores, params, k)
+    if params.prf_depth > 0:
+        timings["prf_ms"] = (time.perf_counter() - t4) * 1000
     return Ranking(
         passages=order,
-        scores=scores[order],
+        scores=top,
         final_activation=dict(bridge.weights),
         entity_scores=dict(bridge.scores),
         tiers=dict(bridge.tiers),
@@ -122,6 +127,27 @@ def rank_passages(
         ppr_iterations=ppr.iterations,
         timings=timings,
     )
+
+
+def _ranked(
+    graph: CorpusGraph, question_embedding: np.ndarray, scores: np.ndarray, params: RetrievalParams, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best passage rows and their scores: by ``scores``, or, with ``prf_depth`` > 0, the
+    first max(k, prf_pool) re-ranked by pseudo-relevance feedback (their scores are then s')."""
+    if params.prf_depth <= 0:
+        order = top_k(scores, k)
+        return order, scores[order]
+    pool = top_k(scores, max(k, params.prf_pool))
+    rows, combined = pseudo_relevance_rerank(
+        pool,
+        scores[pool],
+        graph.passage_embeddings,
+        question_embedding,
+        depth=params.prf_depth,
+        weight=params.prf_weight,
+        mix=params.prf_mix,
+    )
+    return rows[:k], combined[:k]
 
 
 __all__ = ["Ranking", "rank_passages"]

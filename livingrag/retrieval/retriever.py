@@ -11,7 +11,8 @@ Two calls, so the experience store can sit between them (paper eq. 7-8):
 ids the graph no longer holds are ignored.
 
 Query encoding runs the question embedding in a worker thread while spaCy finds the mentions; a
-gazetteer pass adds the question spans that name a graph entity exactly. A mention whose
+gazetteer pass adds the question spans that name a graph entity exactly. A link to an entity that
+is a common word of the corpus ("Film", a year: ``retrieval.common_word_share``) seeds nothing. A mention whose
 normalised name is a graph entity links with score 1 (its cosine, since entity embeddings are
 embeddings of normalised names), and only the others are embedded and searched.
 """
@@ -33,6 +34,7 @@ from livingrag.corpus.graph_loader import GraphCache
 from livingrag.corpus.normalize import normalize_entity
 from livingrag.errors import InvalidInput
 from livingrag.models.threads import limit_blas_threads, set_torch_threads
+from livingrag.retrieval.common_words import is_common_word
 from livingrag.retrieval.corpus_graph import CorpusGraph
 from livingrag.retrieval.linking import (
     Link,
@@ -193,6 +195,7 @@ class Retriever:
         link_ms += (time.perf_counter() - t_link) * 1000
         q_vecs, embed_ms = fut.result()
         mention_ms, nearest_ms = self._link_by_embedding(mentions, keys, links, g)
+        links = _without_common_words(links, g, self.params.common_word_share)
         seeds = _seeds(links, g)
         base = {int(g.entity_ids[e]): float(w) for e, w in base_activation(links).items()}
         timings = {
@@ -409,6 +412,16 @@ def entity_rows(activation: Mapping[int, float], g: CorpusGraph) -> dict[int, fl
 
 
 __all__ = ["Retriever"]
+
+
+def _without_common_words(links: list[Link | None], g: CorpusGraph, min_share: float) -> list[Link | None]:
+    """``links`` with None for those whose entity is a common word of the corpus
+    (:mod:`livingrag.retrieval.common_words`, ``min_share`` = s_min): the mention stays, it seeds nothing."""
+    n = g.n_passages
+    return [
+        None if link is not None and is_common_word(int(g.entity_word_passages[link.entity]), n, min_share) else link
+        for link in links
+    ]
 
 
 def _seeds(links: list[Link | None], g: CorpusGraph) -> tuple[SeedEntity, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -66,7 +67,13 @@ def test_the_dense_term_from_the_worker_gives_the_ranking_of_one_computed_in_pla
         t = result.timings
         assert t["dense_ms"] >= 0 and t["dense_wait_ms"] >= 0
         assert t["graph_ms"] == pytest.approx(
-            t["link_ms"] + t["propagation_ms"] + t["dense_wait_ms"] + t["passage_scoring_ms"] + t["ppr_ms"], abs=0.5
+            t["link_ms"]
+            + t["propagation_ms"]
+            + t["dense_wait_ms"]
+            + t["passage_scoring_ms"]
+            + t["ppr_ms"]
+            + t.get("prf_ms", 0.0),
+            abs=0.5,
         )
         again = rank_passages(g, enc.embedding, entity_rows(result.start_activation, g), retriever.params)
         assert [int(g.passage_ids[p]) for p in again.passages] == [p.id for p in result.passages]
@@ -115,7 +122,23 @@ def test_dense_fallback_without_entities(setup: tuple[int, CorpusInfo, Retriever
     result = retriever.retrieve("what is made from iron ore?")
     assert result.dense_fallback and result.final_activation == {} and result.encoding.seeds == ()
     assert result.passages[0].title == "Kiruna"
-    assert [p.id for p in retriever.dense(result.encoding)] == [p.id for p in result.passages]
+    # the fallback's ranking is the dense one, re-ranked by pseudo-relevance feedback when that is on
+    assert retriever.params.prf_depth > 0
+    dense = retriever.dense(result.encoding, top_k=retriever.params.prf_pool)
+    assert {p.id for p in result.passages} <= {p.id for p in dense}
+    plain = Retriever(
+        retriever.db,
+        retriever.tenant_id,
+        retriever.corpus,
+        extractor=retriever.extractor,
+        embedder=retriever.embedder,
+        params=replace(retriever.params, prf_depth=0),
+    )
+    try:
+        again = plain.retrieve("what is made from iron ore?")
+        assert [p.id for p in plain.dense(again.encoding)] == [p.id for p in again.passages]
+    finally:
+        plain.close()
 
 
 def test_changes_are_seen_by_the_next_retrieval(db: Database) -> None:
@@ -228,3 +251,33 @@ def test_a_changed_preset_is_what_the_next_question_is_searched_with(db: Databas
     with pytest.raises(InvalidInput, match="unknown retrieval preset 'wixqa'; known: " + ", ".join(sorted(PRESETS))):
         service.set_retrieval_preset(db, tenant, corpus.id, "wixqa")
     assert service.get_corpus(db, tenant, corpus.id) == changed
+
+
+def test_a_year_every_passage_writes_seeds_nothing(db: Database) -> None:
+    """A question's link to an entity the corpus writes as a plain word in most passages (here the
+    year 1999, in 24 of 25) is dropped from the seeds, so it no longer pulls its own passages up;
+    with ``common_word_share`` 0 it seeds as before. The mention itself stays."""
+    settings = get_settings()
+    tenant, _ = service.ensure_tenant(db, f"common-{uuid.uuid4().hex[:8]}")
+    corpus = service.create_corpus(db, tenant, "years", settings)
+    towns = [f"Town{chr(65 + i)}vik" for i in range(24)]
+    docs = [Document(t, f"{t} was founded in 1999 by fishermen from the coast.", source=t) for t in towns]
+    docs.append(Document("Kiruna", "Kiruna is a mining town in Lapland, built on iron ore.", source="k"))
+    service.indexer(db, tenant, corpus, settings).index_documents(docs)
+    retriever = service.retriever(db, tenant, corpus, settings)
+    plain = service.retriever(db, tenant, corpus, settings, common_word_share=0.0)
+    try:
+        g = retriever.graph()
+        year = g.key_to_entity["1999"]
+        assert int(g.entity_word_passages[year]) == 24
+        question = "Which town was founded in 1999?"
+        enc = retriever.encode(question)
+        assert "1999" in enc.mentions
+        assert all(s.name != "1999" for s in enc.seeds)
+        before = plain.encode(question)
+        assert any(s.name == "1999" for s in before.seeds)
+        assert int(g.entity_ids[year]) in before.base_activation
+        assert int(g.entity_ids[year]) not in enc.base_activation
+    finally:
+        retriever.close()
+        plain.close()

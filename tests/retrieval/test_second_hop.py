@@ -1,0 +1,150 @@
+"""Common-word seeds and the pseudo-relevance re-ranking (issue 45), on tiny hand-built inputs with
+exact expected values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from livingrag.retrieval.common_words import MIN_PASSAGES, is_common_word, word_passages
+from livingrag.retrieval.corpus_graph import CorpusGraph
+from livingrag.retrieval.params import RetrievalParams
+from livingrag.retrieval.pseudo_relevance import feedback_query, pseudo_relevance_rerank
+from livingrag.retrieval.ranking import rank_passages
+
+
+def test_word_passages_counts_lower_case_words_of_one_word_keys() -> None:
+    keys = ["film", "2013", "american", "kiss and tell", "", "song"]
+    texts = [
+        "Dead Mine is a 2013 film; the film was shot in 2013.",  # film and 2013 once each per passage
+        "A magazine devoted to Film and DVD.",  # capitalised: not a lower-case word
+        "An American film.",  # "American" is capitalised, "film" is not
+        "Kiss and Tell is a film.",  # a key of several words is never counted
+        "filming songs",  # a word that merely starts with a key is another word
+    ]
+    assert word_passages(keys, texts).tolist() == [3, 1, 0, 0, 0, 0]
+    assert word_passages(keys, []).tolist() == [0] * 6
+    assert word_passages([], texts).tolist() == []
+
+
+def test_a_common_word_needs_the_share_and_the_floor() -> None:
+    # 31 of 6,127 passages is a share of 0.00506: common at s_min 0.005, not at 0.01
+    assert is_common_word(31, 6127, 0.005)
+    assert not is_common_word(30, 6127, 0.005)
+    assert not is_common_word(31, 6127, 0.01)
+    # a small corpus: one passage of ten is a large share, but under the floor
+    assert MIN_PASSAGES == 20
+    assert not is_common_word(1, 10, 0.005)
+    assert not is_common_word(19, 20, 0.005)
+    assert is_common_word(20, 20, 0.005)
+    # s_min 0 turns the filter off
+    assert not is_common_word(6000, 6127, 0.0)
+
+
+def test_feedback_query_adds_the_feedback_passages_and_normalises() -> None:
+    q = np.array([1.0, 0.0])
+    np.testing.assert_allclose(feedback_query(q, np.array([[0.0, 1.0]]), 1.0), [2**-0.5, 2**-0.5])
+    # a = 0.5, two passages: (1, 0) + 0.5 * ((0, 1) + (0, 1)) = (1, 1)
+    np.testing.assert_allclose(feedback_query(q, np.array([[0.0, 1.0], [0.0, 1.0]]), 0.5), [2**-0.5, 2**-0.5])
+    # a zero sum stays zero instead of dividing by 0
+    np.testing.assert_array_equal(feedback_query(np.zeros(2), np.array([[0.0, 0.0]]), 1.0), [0.0, 0.0])
+
+
+def test_pseudo_relevance_rerank_exact() -> None:
+    passages = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
+    rows = np.array([0, 1, 2])
+    scores = np.array([2.0, 1.8, 1.6])  # normalised by the largest: 1.0, 0.9, 0.8
+    q = np.array([1.0, 0.0])
+    # m = 1: q' = (q + p0) / ||.|| = (1, 0); cos = 1, 0, 0.6; s' = 1.3, 0.9, 0.98
+    out_rows, out_scores = pseudo_relevance_rerank(rows, scores, passages, q, depth=1, weight=1.0, mix=0.3)
+    assert out_rows.tolist() == [0, 2, 1]
+    np.testing.assert_allclose(out_scores, [1.3, 0.98, 0.9])
+    # m = 2, a = 1: q' = ((1, 0) + (1, 0) + (0, 1)) / sqrt(5) = (2, 1) / sqrt(5)
+    # cos = 2/sqrt5, 1/sqrt5, 2/sqrt5 (0.6*2 + 0.8*1 = 2); b = 0.5
+    r = 5**-0.5
+    out_rows, out_scores = pseudo_relevance_rerank(rows, scores, passages, q, depth=2, weight=1.0, mix=0.5)
+    np.testing.assert_allclose(sorted(out_scores, reverse=True), [1.0 + r, 0.8 + r, 0.9 + 0.5 * r])
+    assert out_rows.tolist() == [0, 2, 1]
+    # mix 0 keeps the order (ties too: the first order wins)
+    out_rows, _ = pseudo_relevance_rerank(rows, np.array([1.0, 1.0, 1.0]), passages, q, depth=1, weight=1.0, mix=0.0)
+    assert out_rows.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("depth, n", [(0, 3), (2, 1), (3, 0)])
+def test_pseudo_relevance_rerank_leaves_a_ranking_alone_when_off_or_too_short(depth: int, n: int) -> None:
+    passages = np.eye(3)
+    rows, scores = np.arange(n), np.linspace(1.0, 0.5, n)
+    out_rows, out_scores = pseudo_relevance_rerank(
+        rows, scores, passages, np.array([0.0, 0.0, 1.0]), depth=depth, weight=1.0, mix=5.0
+    )
+    assert out_rows.tolist() == rows.tolist()
+    np.testing.assert_array_equal(out_scores, scores)
+
+
+def _graph() -> CorpusGraph:
+    """Six passages on the unit circle; entity "a" (row 0) in p0 and p1; "film" (row 1) is written in
+    lower case by every passage, "1999" by none."""
+    angles = np.array([0.0, 0.3, 0.9, 1.2, 1.5, 2.0])
+    return CorpusGraph.build(
+        passage_ids=[10, 11, 12, 13, 14, 15],
+        passage_embeddings=np.stack([np.cos(angles), np.sin(angles)], axis=1),
+        entity_ids=[100, 101, 102],
+        entity_keys=["a", "film", "1999"],
+        entity_embeddings=np.eye(3, 2, dtype=np.float32),
+        sentence_ids=[1000, 1001],
+        sentence_passages=[0, 1],
+        sentence_embeddings=np.array([[1.0, 0.0], [0.8, 0.6]], dtype=np.float32),
+        entity_sentence_pairs=[(0, 0), (0, 1)],
+        passage_entity_mentions=[(0, 0, 1), (1, 0, 1), (2, 1, 1)],
+        passage_texts=[f"passage {i} about a film" for i in range(6)],
+    )
+
+
+def test_the_graph_counts_the_passages_that_write_each_key() -> None:
+    assert _graph().entity_word_passages.tolist() == [6, 6, 0]
+
+
+def test_rank_passages_reranks_the_pool_and_cuts_to_k() -> None:
+    g = _graph()
+    q = np.array([0.0, 1.0], dtype=np.float32)
+    off = RetrievalParams(top_k=2, prf_depth=0)
+    on = RetrievalParams(top_k=2, prf_depth=2, prf_weight=1.0, prf_mix=0.3, prf_pool=5)
+    for seeds in ({0: 1.0}, {}):
+        wide = rank_passages(g, q, seeds, RetrievalParams(top_k=5, prf_depth=0))
+        want_rows, want_scores = pseudo_relevance_rerank(
+            wide.passages, wide.scores, g.passage_embeddings, q, depth=2, weight=1.0, mix=0.3
+        )
+        got = rank_passages(g, q, seeds, on)
+        assert got.passages.tolist() == want_rows[:2].tolist()
+        np.testing.assert_allclose(got.scores, want_scores[:2])
+        assert rank_passages(g, q, seeds, off).passages.tolist() == wide.passages[:2].tolist()
+        assert got.dense_fallback == (not seeds)
+    assert "prf_ms" in rank_passages(g, q, {0: 1.0}, on).timings
+    assert "prf_ms" not in rank_passages(g, q, {0: 1.0}, off).timings
+
+
+def test_presets_turn_the_feedback_on_for_2wiki_and_hotpotqa_only() -> None:
+    from livingrag.config import RetrievalSettings
+    from livingrag.retrieval.presets import resolve_params
+
+    assert resolve_params(RetrievalSettings(preset="2wikimultihopqa")).prf_depth == 3
+    assert resolve_params(RetrievalSettings(preset="hotpotqa")).prf_depth == 3
+    assert resolve_params(RetrievalSettings(preset="custom")).prf_depth == 3
+    assert resolve_params(RetrievalSettings(preset="musique")).prf_depth == 0
+    p = resolve_params(RetrievalSettings(preset="musique", prf_depth=2, prf_mix=0.5, prf_pool=20))
+    assert (p.prf_depth, p.prf_weight, p.prf_mix, p.prf_pool) == (2, 1.0, 0.5, 20)
+    assert resolve_params(RetrievalSettings()).common_word_share == 0.005
+    assert resolve_params(RetrievalSettings(common_word_share=0)).common_word_share == 0.0
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("prf_depth", -1), ("prf_pool", 1), ("prf_mix", -0.1), ("common_word_share", 1.5), ("prf_weight", -1)],
+)
+def test_bad_feedback_settings_are_refused_by_name(field: str, value: float) -> None:
+    from pydantic import ValidationError
+
+    from livingrag.config import RetrievalSettings
+
+    with pytest.raises(ValidationError, match=field):
+        RetrievalSettings.model_validate({field: value})
