@@ -298,6 +298,13 @@ class RetrievalSettings(_Group):
         "share of its passages is a common word ('Film', a year), not a seed of the question (0: every link "
         "seeds).",
     )
+    title_boost: float = Field(
+        default=0.8,
+        ge=0,
+        le=10,
+        description="After the PPR, add this times the entity's share of the strongest activation to the passage "
+        "whose title is an activated entity's name (its page, the usual second hop; 0: off).",
+    )
     prf_depth: int | None = Field(
         default=None,
         ge=0,

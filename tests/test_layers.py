@@ -40,6 +40,8 @@ PURE = {
     "livingrag.retrieval.scoring",
     "livingrag.retrieval.common_words",
     "livingrag.retrieval.pseudo_relevance",
+    "livingrag.retrieval.title_pages",
+    "livingrag.corpus.normalize",
     "livingrag.experience.fusion",
     "livingrag.experience.matching",
     "livingrag.experience.novelty",

@@ -204,7 +204,7 @@ def run_retrieval_bench(
     recall = {k: [] for k in ks}  # type: dict[int, list[float]]
     full = {k: [] for k in ks}  # type: dict[int, list[float]]
     dense_recall: list[float] = []
-    stages = "retrieval encode ner embed dense mention_embed graph link propagation passage_scoring ppr prf"
+    stages = "retrieval encode ner embed dense mention_embed graph link propagation passage_scoring ppr title prf"
     lat: dict[str, list[float]] = {k: [] for k in stages.split()}
     cpu: dict[str, list[float]] = {"retrieval": [], "encode": [], "rank": []}
     fallbacks = 0
@@ -296,6 +296,8 @@ def _latency_figures(lat: dict[str, list[float]], cpu: dict[str, list[float]]) -
         "propagation_ms_p50": percentile(lat["propagation"], 50),
         "passage_scoring_ms_p50": percentile(lat["passage_scoring"], 50),
         "ppr_ms_p50": percentile(lat["ppr"], 50),
+        "title_ms_p50": percentile(lat["title"], 50),
+        "prf_ms_p50": percentile(lat["prf"], 50),
         # CPU time (this process, all threads) per question: what the wall times would be
         # without other processes competing for the cores, for the parts that run serially
         "cpu_retrieval_ms_p50": percentile(cpu["retrieval"], 50),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy.engine import make_url
 
+from livingrag.corpus.normalize import normalize_entity
 from livingrag.db.repositories import corpora
 from livingrag.db.repositories.graph_tables import (
     GraphTables,
@@ -55,6 +56,7 @@ def graph_from_tables(corpus_id: int, t: GraphTables) -> CorpusGraph:
         passage_ids=t.passage_ids,
         passage_embeddings=t.passage_embeddings,
         passage_titles=t.passage_titles,
+        passage_title_keys=[normalize_entity(title) for title in t.passage_titles],
         passage_texts=t.passage_texts,
         passage_lengths=t.passage_lengths,
         entity_ids=t.entity_ids,

@@ -16,6 +16,8 @@ Matrices (n_p passages, n_e entities, n_s entity-bearing sentences):
 * ``entity_mention_log`` (n_e x n_p, CSR): its transpose, read row by row for the activated entities;
 * ``entity_word_passages`` (n_e,): the passages that write an entity's one-word key as a
   lower-case word (:mod:`livingrag.retrieval.common_words`);
+* ``entity_title_passages`` (n_e,): the row of the passage whose title is the entity's key, -1 if
+  none (:mod:`livingrag.retrieval.title_pages`);
 * ``transition``        (n x n, CSR, n = n_e + n_p, entities first): the column-stochastic random
   walk of the undirected passage-entity graph, T[i, j] = A[i, j] / deg(j), where A holds the
   passage-entity edges (weight c(p, e) / sum_e' c(p, e')) and the passage-passage links.
@@ -31,6 +33,7 @@ import scipy.sparse as sp
 
 from livingrag.retrieval.common_words import word_passages
 from livingrag.retrieval.ppr import BipartitePPR
+from livingrag.retrieval.title_pages import title_pages
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +60,7 @@ class CorpusGraph:
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool (n,), nodes without edges
     entity_word_passages: np.ndarray  # int64 (n_e,), passages writing the key as a lower-case word
+    entity_title_passages: np.ndarray  # int64 (n_e,), row of the passage titled with the entity's key, -1: none
     ppr: BipartitePPR = field(repr=False)  # the walk, pre-arranged for the fast solver
     key_to_entity: dict[str, int] = field(repr=False)
     id_to_entity: dict[int, int] = field(repr=False)
@@ -104,6 +108,7 @@ class CorpusGraph:
         passage_entity_mentions: Sequence[tuple[int, int, float]] | np.ndarray,
         passage_links: Sequence[tuple[int, int, float]] | np.ndarray = (),
         passage_titles: Sequence[str] | None = None,
+        passage_title_keys: Sequence[str] | None = None,
         passage_texts: Sequence[str] | None = None,
         passage_lengths: Sequence[float] | np.ndarray | None = None,
         entity_names: Sequence[str] | None = None,
@@ -114,8 +119,10 @@ class CorpusGraph:
 
         ``entity_sentence_pairs`` are (entity row, sentence row); ``passage_entity_mentions`` are
         (passage row, entity row, mention count); ``passage_links`` are (passage row, passage row,
-        weight), undirected. Rows are used as given (callers order them). Each sequence may be a
-        numpy array of the same shape (the database loader passes arrays).
+        weight), undirected. ``passage_title_keys`` are the titles normalised as entity keys are (the
+        loader uses ``normalize_entity``); without them no entity has a title page. Rows are used as
+        given (callers order them). Each sequence may be a numpy array of the same shape (the
+        database loader passes arrays).
         """
         n_p, n_e, n_s = len(passage_ids), len(entity_ids), len(sentence_ids)
         es = np.asarray(entity_sentence_pairs, dtype=np.int64).reshape(-1, 2)
@@ -170,6 +177,7 @@ class CorpusGraph:
             transition=transition,
             dangling=dangling,
             entity_word_passages=word_passages(keys, texts),
+            entity_title_passages=title_pages(keys, passage_title_keys if passage_title_keys is not None else ()),
             ppr=BipartitePPR.build(transition, n_e, dangling),
             key_to_entity=dict(zip(keys, range(n_e), strict=True)),
             id_to_entity=dict(zip(ids.tolist(), range(n_e), strict=True)),

@@ -32,6 +32,7 @@ class RetrievalParams:
     question_ner: str = "fallback"  # always | fallback (only when the gazetteer finds nothing) | never
     query_threads: int | None = 1
     common_word_share: float = 0.0
+    title_boost: float = 0.0
     prf_depth: int = 0
     prf_weight: float = 1.0
     prf_mix: float = 0.3

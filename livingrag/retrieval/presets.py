@@ -44,6 +44,7 @@ _SHARED_FIELDS = (
     "question_ner",
     "query_threads",
     "common_word_share",
+    "title_boost",
     "prf_weight",
     "prf_mix",
     "prf_pool",

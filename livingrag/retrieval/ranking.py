@@ -5,7 +5,8 @@
       -> passage reset (scoring.py)                    dense term + entity bonus from the mention matrix
       -> Personalized PageRank (ppr.py, BipartitePPR)  reset = entity weights ++ passage resets
                                                        (only the passages' scores are solved for)
-      -> eq. 27 length normalisation, ranking
+      -> eq. 27 length normalisation
+      -> title pages of the activated entities lifted (title_pages.py; title_boost 0: off), ranking
       -> pseudo-relevance re-ranking of the first ``prf_pool`` (pseudo_relevance.py; prf_depth 0: off)
 
 With no seed, passages are ranked by the dense score alone (LinearRAG's fallback).
@@ -24,6 +25,7 @@ from livingrag.retrieval.params import RetrievalParams
 from livingrag.retrieval.propagation import semantic_bridging
 from livingrag.retrieval.pseudo_relevance import pseudo_relevance_rerank
 from livingrag.retrieval.scoring import dense_scores, entity_bonus, length_normalize, passage_reset, top_k
+from livingrag.retrieval.title_pages import title_boost
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ def rank_passages(
     )
     scores = length_normalize(ppr.scores, graph.passage_lengths, params.length_norm_b)
     timings["ppr_ms"] = (time.perf_counter() - t3) * 1000
+    if params.title_boost > 0:
+        t_title = time.perf_counter()
+        scores = title_boost(scores, bridge.weights, graph.entity_title_passages, params.title_boost)
+        timings["title_ms"] = (time.perf_counter() - t_title) * 1000
     t4 = time.perf_counter()
     order, top = _ranked(graph, question_embedding, scores, params, k)
     if params.prf_depth > 0:

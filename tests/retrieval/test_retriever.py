@@ -72,6 +72,7 @@ def test_the_dense_term_from_the_worker_gives_the_ranking_of_one_computed_in_pla
             + t["dense_wait_ms"]
             + t["passage_scoring_ms"]
             + t["ppr_ms"]
+            + t.get("title_ms", 0.0)
             + t.get("prf_ms", 0.0),
             abs=0.5,
         )

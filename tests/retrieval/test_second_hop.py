@@ -1,4 +1,4 @@
-"""Common-word seeds and the pseudo-relevance re-ranking (issue 45), on tiny hand-built inputs with
+"""Common-word seeds, title pages and the pseudo-relevance re-ranking (issue 45), on tiny hand-built inputs with
 exact expected values."""
 
 from __future__ import annotations
@@ -135,11 +135,20 @@ def test_presets_turn_the_feedback_on_for_2wiki_and_hotpotqa_only() -> None:
     assert (p.prf_depth, p.prf_weight, p.prf_mix, p.prf_pool) == (2, 1.0, 0.5, 20)
     assert resolve_params(RetrievalSettings()).common_word_share == 0.005
     assert resolve_params(RetrievalSettings(common_word_share=0)).common_word_share == 0.0
+    assert resolve_params(RetrievalSettings(preset="musique")).title_boost == 0.8
+    assert resolve_params(RetrievalSettings(title_boost=0)).title_boost == 0.0
 
 
 @pytest.mark.parametrize(
     "field, value",
-    [("prf_depth", -1), ("prf_pool", 1), ("prf_mix", -0.1), ("common_word_share", 1.5), ("prf_weight", -1)],
+    [
+        ("prf_depth", -1),
+        ("prf_pool", 1),
+        ("prf_mix", -0.1),
+        ("common_word_share", 1.5),
+        ("prf_weight", -1),
+        ("title_boost", -0.5),
+    ],
 )
 def test_bad_feedback_settings_are_refused_by_name(field: str, value: float) -> None:
     from pydantic import ValidationError
@@ -148,3 +157,71 @@ def test_bad_feedback_settings_are_refused_by_name(field: str, value: float) -> 
 
     with pytest.raises(ValidationError, match=field):
         RetrievalSettings.model_validate({field: value})
+
+
+def test_title_pages_map_each_entity_to_the_first_passage_with_its_title() -> None:
+    from livingrag.retrieval.title_pages import title_pages
+
+    keys = ["michael curtiz", "film", "kiss and tell", ""]
+    titles = ["god s gift to women", "michael curtiz", "kiss and tell", "michael curtiz", ""]
+    assert title_pages(keys, titles).tolist() == [1, -1, 2, -1]
+    assert title_pages(keys, []).tolist() == [-1, -1, -1, -1]
+
+
+def test_title_boost_exact() -> None:
+    from livingrag.retrieval.title_pages import title_boost
+
+    scores = np.array([4.0, 2.0, 1.0, 0.5])
+    pages = np.array([2, -1, 3, 3])  # entity 0's page is passage 2; entities 2 and 3 share passage 3
+    weights = {0: 2.0, 1: 1.0, 2: 0.5, 3: 1.0}  # entity 1 has no page
+    # s / 4 + 0.8 * (w / 2): passage 2 gets 0.8 * 1.0, passage 3 the larger of 0.25 and 0.5 -> 0.4
+    np.testing.assert_allclose(title_boost(scores, weights, pages, 0.8), [1.0, 0.5, 1.05, 0.525])
+    # off, nothing active, or no page among the active entities: the scores themselves
+    assert title_boost(scores, weights, pages, 0.0) is scores
+    assert title_boost(scores, {}, pages, 0.8) is scores
+    assert title_boost(scores, {1: 1.0}, pages, 0.8) is scores
+    # an entity row outside the map (a stale activation) has no page, but its weight is the largest
+    np.testing.assert_allclose(title_boost(scores, {0: 1.0, 9: 5.0}, pages, 1.0), [1.0, 0.5, 0.45, 0.125])
+
+
+def test_the_loaded_graph_knows_each_entity_s_page() -> None:
+    g = CorpusGraph.build(
+        passage_ids=[10, 11],
+        passage_embeddings=np.eye(2, dtype=np.float32),
+        entity_ids=[100, 101],
+        entity_keys=["a", "b"],
+        entity_embeddings=np.eye(2, dtype=np.float32),
+        sentence_ids=[],
+        sentence_passages=[],
+        sentence_embeddings=np.zeros((0, 2), dtype=np.float32),
+        entity_sentence_pairs=[],
+        passage_entity_mentions=[(0, 0, 1), (1, 1, 1)],
+        passage_title_keys=["b", "c"],
+    )
+    assert g.entity_title_passages.tolist() == [-1, 0]
+    assert _graph().entity_title_passages.tolist() == [-1, -1, -1]  # no title keys given
+
+
+def test_rank_passages_lifts_the_page_of_a_reached_entity() -> None:
+    """Entity a (seed) is mentioned by p0 and p1; p2 is titled "b" and b is reached through p1's
+    sentence: p2, unconnected (PPR score 0), climbs above p3 with 0.8 * w(b) / w(a) = 0.8 * 1 / 2."""
+    g = CorpusGraph.build(
+        passage_ids=[10, 11, 12, 13],
+        passage_embeddings=np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.9, 0.1]], dtype=np.float32),
+        entity_ids=[100, 101],
+        entity_keys=["a", "b"],
+        entity_embeddings=np.eye(2, dtype=np.float32),
+        sentence_ids=[1000],
+        sentence_passages=[1],
+        sentence_embeddings=np.array([[1.0, 0.0]], dtype=np.float32),
+        entity_sentence_pairs=[(0, 0), (1, 0)],
+        passage_entity_mentions=[(0, 0, 1), (1, 0, 1), (1, 1, 1)],
+        passage_title_keys=["x", "y", "b", "z"],
+    )
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    off = rank_passages(g, q, {0: 1.0}, RetrievalParams(top_k=4, title_boost=0.0))
+    on = rank_passages(g, q, {0: 1.0}, RetrievalParams(top_k=4, title_boost=0.8))
+    assert off.tiers == on.tiers == {0: 1, 1: 2}
+    assert off.passages.tolist() == [1, 0, 3, 2] and on.passages.tolist() == [1, 0, 2, 3]
+    assert on.scores[0] == pytest.approx(1.0) and on.scores[2] == pytest.approx(0.4)
+    assert "title_ms" in on.timings and "title_ms" not in off.timings
