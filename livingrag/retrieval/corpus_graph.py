@@ -14,8 +14,6 @@ Matrices (n_p passages, n_e entities, n_s entity-bearing sentences):
 * ``mentions``          (n_p x n_e, CSR): mention counts c(p, e) found at index time;
 * ``mention_log``       (n_p x n_e, CSR): ln(1 + c(p, e)), the passage-reset term of LinearRAG;
 * ``entity_mention_log`` (n_e x n_p, CSR): its transpose, read row by row for the activated entities;
-* ``entity_word_passages`` (n_e,): the passages that write an entity's one-word key as a
-  lower-case word (:mod:`livingrag.retrieval.common_words`);
 * ``entity_title_passages`` (n_e,): the row of the passage whose title is the entity's key, -1 if
   none (:mod:`livingrag.retrieval.title_pages`);
 * ``transition``        (n x n, CSR, n = n_e + n_p, entities first): the column-stochastic random
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from livingrag.retrieval.common_words import word_passages
+from livingrag.retrieval.common_words import common_word_threshold, writes_at_least
 from livingrag.retrieval.ppr import BipartitePPR
 from livingrag.retrieval.title_pages import title_pages
 
@@ -59,12 +57,12 @@ class CorpusGraph:
     entity_mention_log: sp.csr_matrix
     transition: sp.csr_matrix
     dangling: np.ndarray  # bool (n,), nodes without edges
-    entity_word_passages: np.ndarray  # int64 (n_e,), passages writing the key as a lower-case word
     entity_title_passages: np.ndarray  # int64 (n_e,), row of the passage titled with the entity's key, -1: none
     ppr: BipartitePPR = field(repr=False)  # the walk, pre-arranged for the fast solver
     key_to_entity: dict[str, int] = field(repr=False)
     id_to_entity: dict[int, int] = field(repr=False)
     id_to_passage: dict[int, int] = field(repr=False)
+    _common_words: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_passages(self) -> int:
@@ -81,6 +79,20 @@ class CorpusGraph:
     @property
     def dim(self) -> int:
         return int(self.passage_embeddings.shape[1])
+
+    def is_common_word(self, entity: int, min_share: float) -> bool:
+        """Whether the entity (a row) is a common word of this corpus at s_min = ``min_share``
+        (:mod:`livingrag.retrieval.common_words`); found by scanning the passage texts the first time
+        an entity is asked about at a threshold, then remembered with this graph version."""
+        limit = common_word_threshold(self.n_passages, min_share)
+        if limit is None or not 0 <= entity < self.n_entities:
+            return False
+        memo = (entity, limit)
+        known = self._common_words.get(memo)
+        if known is None:
+            known = writes_at_least(self.entity_keys[entity], self.passage_texts, limit)
+            self._common_words[memo] = known
+        return known
 
     def nbytes(self) -> int:
         """Approximate memory held by the arrays and matrices."""
@@ -176,7 +188,6 @@ class CorpusGraph:
             entity_mention_log=mention_log.T.tocsr(),
             transition=transition,
             dangling=dangling,
-            entity_word_passages=word_passages(keys, texts),
             entity_title_passages=title_pages(keys, passage_title_keys if passage_title_keys is not None else ()),
             ppr=BipartitePPR.build(transition, n_e, dangling),
             key_to_entity=dict(zip(keys, range(n_e), strict=True)),

@@ -34,7 +34,6 @@ from livingrag.corpus.graph_loader import GraphCache
 from livingrag.corpus.normalize import normalize_entity
 from livingrag.errors import InvalidInput
 from livingrag.models.threads import limit_blas_threads, set_torch_threads
-from livingrag.retrieval.common_words import is_common_word
 from livingrag.retrieval.corpus_graph import CorpusGraph
 from livingrag.retrieval.linking import (
     Link,
@@ -417,11 +416,7 @@ __all__ = ["Retriever"]
 def _without_common_words(links: list[Link | None], g: CorpusGraph, min_share: float) -> list[Link | None]:
     """``links`` with None for those whose entity is a common word of the corpus
     (:mod:`livingrag.retrieval.common_words`, ``min_share`` = s_min): the mention stays, it seeds nothing."""
-    n = g.n_passages
-    return [
-        None if link is not None and is_common_word(int(g.entity_word_passages[link.entity]), n, min_share) else link
-        for link in links
-    ]
+    return [None if link is not None and g.is_common_word(link.entity, min_share) else link for link in links]
 
 
 def _seeds(links: list[Link | None], g: CorpusGraph) -> tuple[SeedEntity, ...]:

@@ -270,7 +270,7 @@ def test_a_year_every_passage_writes_seeds_nothing(db: Database) -> None:
     try:
         g = retriever.graph()
         year = g.key_to_entity["1999"]
-        assert int(g.entity_word_passages[year]) == 24
+        assert g.is_common_word(year, 0.005)  # 24 of 25 passages, over the floor of 20
         question = "Which town was founded in 1999?"
         enc = retriever.encode(question)
         assert "1999" in enc.mentions

@@ -6,39 +6,61 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from livingrag.retrieval.common_words import MIN_PASSAGES, is_common_word, word_passages
+from livingrag.retrieval.common_words import MIN_PASSAGES, common_word_threshold, writes_at_least
 from livingrag.retrieval.corpus_graph import CorpusGraph
 from livingrag.retrieval.params import RetrievalParams
 from livingrag.retrieval.pseudo_relevance import feedback_query, pseudo_relevance_rerank
 from livingrag.retrieval.ranking import rank_passages
 
 
-def test_word_passages_counts_lower_case_words_of_one_word_keys() -> None:
-    keys = ["film", "2013", "american", "kiss and tell", "", "song"]
+def test_writes_at_least_counts_passages_that_write_the_key_as_a_word() -> None:
     texts = [
-        "Dead Mine is a 2013 film; the film was shot in 2013.",  # film and 2013 once each per passage
-        "A magazine devoted to Film and DVD.",  # capitalised: not a lower-case word
+        "Dead Mine is a 2013 film; the film was shot in 2013.",  # film and 2013: one passage each
+        "A magazine devoted to Film and DVD.",  # capitalised: not the key's word
         "An American film.",  # "American" is capitalised, "film" is not
-        "Kiss and Tell is a film.",  # a key of several words is never counted
-        "filming songs",  # a word that merely starts with a key is another word
+        "Kiss and Tell is a film.",
+        "filming songs",  # a word that merely starts with the key is another word
     ]
-    assert word_passages(keys, texts).tolist() == [3, 1, 0, 0, 0, 0]
-    assert word_passages(keys, []).tolist() == [0] * 6
-    assert word_passages([], texts).tolist() == []
+    assert writes_at_least("film", texts, 3) and not writes_at_least("film", texts, 4)
+    assert writes_at_least("2013", texts, 1) and not writes_at_least("2013", texts, 2)
+    assert not writes_at_least("american", texts, 1)
+    assert not writes_at_least("song", texts, 1)
+    # a key of several words, or an empty one, is never a common word
+    assert not writes_at_least("kiss and tell", texts, 1) and not writes_at_least("", texts, 0)
+    assert writes_at_least("film", texts, 0) and not writes_at_least("film", [], 1)
 
 
 def test_a_common_word_needs_the_share_and_the_floor() -> None:
-    # 31 of 6,127 passages is a share of 0.00506: common at s_min 0.005, not at 0.01
-    assert is_common_word(31, 6127, 0.005)
-    assert not is_common_word(30, 6127, 0.005)
-    assert not is_common_word(31, 6127, 0.01)
-    # a small corpus: one passage of ten is a large share, but under the floor
+    # 0.5 % of 6,127 passages is 30.6: 31 passages; a small corpus needs the floor of 20
     assert MIN_PASSAGES == 20
-    assert not is_common_word(1, 10, 0.005)
-    assert not is_common_word(19, 20, 0.005)
-    assert is_common_word(20, 20, 0.005)
-    # s_min 0 turns the filter off
-    assert not is_common_word(6000, 6127, 0.0)
+    assert common_word_threshold(6127, 0.005) == 31
+    assert common_word_threshold(4000, 0.005) == 20  # 0.005 * 4000 is 20 exactly, not 21
+    assert common_word_threshold(10, 0.005) == 20
+    assert common_word_threshold(6127, 0.01) == 62
+    assert common_word_threshold(6127, 0.0) is None  # s_min 0 turns the filter off
+
+
+def test_the_graph_remembers_which_entities_are_common_words() -> None:
+    texts = [f"passage {i} about a film from 1999" if i < 20 else f"passage {i}" for i in range(30)]
+    g = CorpusGraph.build(
+        passage_ids=list(range(30)),
+        passage_embeddings=np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (30, 1)),
+        entity_ids=[100, 101, 102],
+        entity_keys=["film", "1999", "passage 3"],
+        entity_embeddings=np.eye(3, 2, dtype=np.float32),
+        sentence_ids=[],
+        sentence_passages=[],
+        sentence_embeddings=np.zeros((0, 2), dtype=np.float32),
+        entity_sentence_pairs=[],
+        passage_entity_mentions=[(0, 0, 1)],
+        passage_texts=texts,
+    )
+    # 20 of 30 passages: common at s_min 0.5 (limit 20), not at 0.7 (limit 21)
+    assert g.is_common_word(0, 0.5) and g.is_common_word(1, 0.5)
+    assert not g.is_common_word(0, 0.7)
+    assert not g.is_common_word(2, 0.01)  # several words
+    assert not g.is_common_word(0, 0.0) and not g.is_common_word(7, 0.5)  # off; no such row
+    assert g._common_words == {(0, 20): True, (1, 20): True, (0, 21): False, (2, 20): False}
 
 
 def test_feedback_query_adds_the_feedback_passages_and_normalises() -> None:
@@ -98,10 +120,6 @@ def _graph() -> CorpusGraph:
         passage_entity_mentions=[(0, 0, 1), (1, 0, 1), (2, 1, 1)],
         passage_texts=[f"passage {i} about a film" for i in range(6)],
     )
-
-
-def test_the_graph_counts_the_passages_that_write_each_key() -> None:
-    assert _graph().entity_word_passages.tolist() == [6, 6, 0]
 
 
 def test_rank_passages_reranks_the_pool_and_cuts_to_k() -> None:
