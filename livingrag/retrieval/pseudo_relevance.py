@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from livingrag.retrieval.scoring import max_scaled
+
 
 def feedback_query(question_embedding: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:
     """q' = (q + a * sum_i p_i) / ||.|| for the rows p_i of ``feedback`` (q when the sum is the zero
@@ -49,8 +51,7 @@ def pseudo_relevance_rerank(
         return rows, scores
     vecs = np.asarray(passage_embeddings[rows], dtype=np.float64)
     q2 = feedback_query(question_embedding, vecs[:depth], weight)
-    top = float(np.max(np.abs(scores)))
-    combined = (scores / top if top > 0 else scores) + mix * (vecs @ q2)
+    combined = max_scaled(scores) + mix * (vecs @ q2)
     order = np.argsort(-combined, kind="stable")
     return rows[order], combined[order]
 

@@ -28,6 +28,14 @@ def dense_scores(passage_embeddings: np.ndarray, question_embedding: np.ndarray)
     return scores
 
 
+def max_scaled(x: np.ndarray) -> np.ndarray:
+    """x / max|x| (float64); x itself when every value is 0 (title pages and the feedback re-ranking
+    put a ranking's scores on this scale before they add to them)."""
+    x = np.asarray(x, dtype=np.float64)
+    top = float(np.max(np.abs(x))) if x.size else 0.0
+    return x / top if top > 0 else x
+
+
 def min_max(x: np.ndarray) -> np.ndarray:
     """(x - min) / (max - min); all ones when every value is equal (as LinearRAG's helper)."""
     x = np.asarray(x, dtype=np.float64)

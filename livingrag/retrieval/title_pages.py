@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from livingrag.retrieval.scoring import max_scaled
+
 
 def title_pages(entity_keys: Sequence[str], passage_title_keys: Sequence[str]) -> np.ndarray:
     """t(e) for every entity: the first passage row whose title key equals the entity's key, -1 when
@@ -48,9 +50,7 @@ def title_boost(scores: np.ndarray, weights: Mapping[int, float], pages: np.ndar
             bonus[p] = max(bonus[p], w / top_w)
     if not bonus.any():
         return scores
-    top_s = float(np.max(np.abs(scores)))
-    base = scores / top_s if top_s > 0 else scores
-    out: np.ndarray = base + boost * bonus
+    out: np.ndarray = max_scaled(scores) + boost * bonus
     return out
 
 
