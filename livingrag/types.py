@@ -57,6 +57,9 @@ class QueryEncoding:
     """The question template (eq. 11) embedded with the question when the caller asked for it."""
     template_embedding: Any = field(default=None, repr=False, compare=False)
     """Its embedding (np.ndarray (dim,), unit norm), from the same forward pass as ``embedding``."""
+    common_words: tuple[str, ...] = ()
+    """Entities the question's mentions linked to that are common words of the corpus ("Film", a year:
+    ``retrieval.common_word_share``), by name: found, and not seeds."""
 
 
 @dataclass(frozen=True)

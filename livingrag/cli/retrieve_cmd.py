@@ -57,6 +57,7 @@ def retrieve(
                 "question": question,
                 "mentions": list(result.encoding.mentions),
                 "seeds": [s.__dict__ for s in result.encoding.seeds],
+                "common_words": list(result.encoding.common_words),
                 "dense_fallback": result.dense_fallback,
                 "passages": [p.__dict__ for p in result.passages],
                 "entities": [
@@ -69,6 +70,8 @@ def retrieve(
         return
     seeds = ", ".join(f"{s.mention!r} -> {s.name} ({s.score:.2f})" for s in result.encoding.seeds) or "none"
     console.print(f"[bold]mentions[/bold]: {seeds}")
+    if result.encoding.common_words:
+        console.print(f"[dim]not seeds, common words of the corpus: {', '.join(result.encoding.common_words)}[/dim]")
     if result.dense_fallback:
         console.print("[yellow]no entity linked: dense retrieval[/yellow]")
     table = Table("#", "score", "id", "title", "text", show_lines=False)

@@ -194,7 +194,10 @@ class Retriever:
         link_ms += (time.perf_counter() - t_link) * 1000
         q_vecs, embed_ms = fut.result()
         mention_ms, nearest_ms = self._link_by_embedding(mentions, keys, links, g)
-        links = _without_common_words(links, g, self.params.common_word_share)
+        common = [
+            link for link in links if link is not None and g.is_common_word(link.entity, self.params.common_word_share)
+        ]
+        links = [None if link in common else link for link in links]
         seeds = _seeds(links, g)
         base = {int(g.entity_ids[e]): float(w) for e, w in base_activation(links).items()}
         timings = {
@@ -217,6 +220,7 @@ class Retriever:
             template_embedding=(
                 template_vec if template_vec is not None else q_vecs[1] if template_text is not None else None
             ),
+            common_words=tuple(dict.fromkeys(g.entity_names[link.entity] for link in common)),
         )
 
     def _gazetteer_spans(self, question: str, g: CorpusGraph) -> list[tuple[str, int, int]]:
@@ -411,12 +415,6 @@ def entity_rows(activation: Mapping[int, float], g: CorpusGraph) -> dict[int, fl
 
 
 __all__ = ["Retriever"]
-
-
-def _without_common_words(links: list[Link | None], g: CorpusGraph, min_share: float) -> list[Link | None]:
-    """``links`` with None for those whose entity is a common word of the corpus
-    (:mod:`livingrag.retrieval.common_words`, ``min_share`` = s_min): the mention stays, it seeds nothing."""
-    return [None if link is not None and g.is_common_word(link.entity, min_share) else link for link in links]
 
 
 def _seeds(links: list[Link | None], g: CorpusGraph) -> tuple[SeedEntity, ...]:

@@ -57,6 +57,7 @@ def test_corpus_lifecycle(cli_env: str, tmp_path: Path) -> None:
     out = json.loads(_ok(["retrieve", "--corpus", "wiki", "Who founded the Aurora Quartet?", "--json"]))
     assert out["passages"][0]["title"] == "Aurora Quartet"
     assert out["entities"] and all(e["tier"] >= 1 for e in out["entities"])
+    assert out["common_words"] == []  # ten passages: no word reaches the floor of 20
     text_out = _ok(["retrieve", "--corpus", "wiki", "Who founded the Aurora Quartet?"])
     assert "Aurora Quartet" in text_out and "tier" in text_out
 

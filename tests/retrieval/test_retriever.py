@@ -275,8 +275,9 @@ def test_a_year_every_passage_writes_seeds_nothing(db: Database) -> None:
         enc = retriever.encode(question)
         assert "1999" in enc.mentions
         assert all(s.name != "1999" for s in enc.seeds)
+        assert enc.common_words == ("1999",)  # said, so a trace can show why it seeds nothing
         before = plain.encode(question)
-        assert any(s.name == "1999" for s in before.seeds)
+        assert any(s.name == "1999" for s in before.seeds) and before.common_words == ()
         assert int(g.entity_ids[year]) in before.base_activation
         assert int(g.entity_ids[year]) not in enc.base_activation
     finally:
