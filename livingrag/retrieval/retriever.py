@@ -11,10 +11,11 @@ Two calls, so the experience store can sit between them (paper eq. 7-8):
 ids the graph no longer holds are ignored.
 
 Query encoding runs the question embedding in a worker thread while spaCy finds the mentions; a
-gazetteer pass adds the question spans that name a graph entity exactly. A link to an entity that
-is a common word of the corpus ("Film", a year: ``retrieval.common_word_share``) seeds nothing. A mention whose
+gazetteer pass adds the question spans that name a graph entity exactly. A mention whose
 normalised name is a graph entity links with score 1 (its cosine, since entity embeddings are
-embeddings of normalised names), and only the others are embedded and searched.
+embeddings of normalised names), and only the others are embedded and searched. A link to an
+entity that is a common word of the corpus ("Film", a year: ``retrieval.common_word_share``) seeds
+nothing; the encoding names it in ``common_words``.
 """
 
 from __future__ import annotations
@@ -194,10 +195,10 @@ class Retriever:
         link_ms += (time.perf_counter() - t_link) * 1000
         q_vecs, embed_ms = fut.result()
         mention_ms, nearest_ms = self._link_by_embedding(mentions, keys, links, g)
-        common = [
-            link for link in links if link is not None and g.is_common_word(link.entity, self.params.common_word_share)
-        ]
-        links = [None if link in common else link for link in links]
+        share = self.params.common_word_share
+        dropped = [link is not None and g.is_common_word(link.entity, share) for link in links]
+        common = [link for link, drop in zip(links, dropped, strict=True) if drop and link is not None]
+        links = [None if drop else link for link, drop in zip(links, dropped, strict=True)]
         seeds = _seeds(links, g)
         base = {int(g.entity_ids[e]): float(w) for e, w in base_activation(links).items()}
         timings = {
