@@ -1,4 +1,4 @@
-"""Seed entities that are common words of the corpus, not names (pure Python and numpy).
+"""Seed entities that are common words of the corpus, not names (pure Python: the standard library only).
 
 The question gazetteer links every span that spells an entity's name, and the small NER model
 makes entities of common words that a passage capitalised once ("Film" in "a magazine devoted to
