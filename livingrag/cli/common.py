@@ -55,29 +55,50 @@ def _die_by(signum: int) -> None:
 def command_scope() -> Iterator[None]:
     """Run one command so that every embedded PostgreSQL it started is let go when it ends, however
     it ends: done, failed, Ctrl-C, or SIGTERM/SIGHUP (raised as ``SystemExit`` so that cleanups run,
-    as for Ctrl-C; once they have, the process ends by that signal). A server still held by another
-    process (a running ``serve``, an evaluation on the same data directory) keeps running; so does
-    any server this process held before the command (in-process callers). While the servers are
-    released, Ctrl-C and SIGTERM wait, so that a second Ctrl-C cannot leave one half-stopped."""
+    as for Ctrl-C). Once the cleanups ran, a command ended by one of these signals ends the process
+    by that signal, as Python does for an unhandled Ctrl-C (a shell reports 130 for Ctrl-C, 143 for
+    SIGTERM); a Ctrl-C the command handled itself (the ``answer`` prompt's) ends nothing. A server
+    still held by another process (a running ``serve``, an evaluation on the same data directory)
+    keeps running; so does any server this process held before the command (in-process callers).
+    While the servers are released, Ctrl-C and SIGTERM wait, so that a second Ctrl-C cannot leave
+    one half-stopped.
+
+    Why Ctrl-C ends by the signal and not by exit status 130: CPython marks a KeyboardInterrupt
+    that leaves code run by ``exec`` of a string (dataclasses and named tuples make their methods
+    so, for instance while a module is imported) as unhandled, and then ends the process by SIGINT
+    at exit even though the command caught it; which of the two a Ctrl-C gave depended on where it
+    landed."""
     original = {sig: h for sig in _SHIELDED_SIGNALS if (h := signal.getsignal(sig)) is not None}
     before = _embedded_held()
     received: list[int] = []
+    ended_by_exception = False
 
     def _exit_on_signal(signum: int, _frame: object) -> None:
         received.append(signum)
         raise SystemExit(128 + signum)
 
-    _set_handlers({sig: _exit_on_signal for sig in _EXIT_SIGNALS})
+    def _interrupt(signum: int, frame: Any) -> None:
+        received.append(signum)
+        signal.default_int_handler(signum, frame)  # KeyboardInterrupt, as without this handler
+
+    handlers: dict[int, Any] = {sig: _exit_on_signal for sig in _EXIT_SIGNALS}
+    if original.get(signal.SIGINT) is signal.default_int_handler:  # an ignored Ctrl-C stays ignored
+        handlers[signal.SIGINT] = _interrupt
+    _set_handlers(handlers)
     try:
         yield
+    except BaseException:
+        ended_by_exception = True
+        raise
     finally:
         _set_handlers({sig: signal.SIG_IGN for sig in _SHIELDED_SIGNALS})
         try:
             _release_embedded(keep=before)
         finally:
             _set_handlers(original)
-        if received:
-            _die_by(received[0])
+        fatal = [sig for sig in received if sig != signal.SIGINT or ended_by_exception]
+        if fatal:
+            _die_by(fatal[0])
 
 
 def _embedded_held() -> list[Any]:

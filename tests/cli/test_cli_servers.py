@@ -175,8 +175,8 @@ def test_a_command_that_fails_after_the_server_started_stops_it(root: Path, llm:
     assert not _left_running(root), "a failed command left its embedded server running"
 
 
-# Ctrl-C ends a command with 130 ("interrupted"); SIGTERM ends it by SIGTERM, once its cleanups ran
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
+# Ctrl-C and SIGTERM end a command by that signal, once its cleanups ran (a shell reports 130 / 143)
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, -signal.SIGTERM)])
 def test_an_interrupted_command_stops_the_server(
     sig: signal.Signals, code: int, root: Path, llm: OpenAICompatServer
 ) -> None:
@@ -284,3 +284,33 @@ def test_the_command_scope_stops_a_server_a_command_forgot(root: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert _served(root)
     assert not _left_running(root), "the command scope left a forgotten server running"
+
+
+_CTRL_C = """
+import os, signal, sys, time
+from livingrag.cli.common import command_scope
+signal.signal(signal.SIGINT, signal.default_int_handler)
+how = sys.argv[1]
+with command_scope():
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    except KeyboardInterrupt as exc:
+        if how == "exit":  # what typer makes of it: Exit(130), which livingrag.cli.main exits with
+            raise SystemExit(130) from exc
+        if how == "raised":
+            raise
+print("went on")
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "out"),
+    [("handled", 0, "went on\n"), ("exit", -signal.SIGINT, ""), ("raised", -signal.SIGINT, "")],
+)
+def test_a_ctrl_c_ends_the_process_by_sigint_unless_the_command_handled_it(how: str, code: int, out: str) -> None:
+    """The scope ends a command that Ctrl-C ended by SIGINT, also when the interrupt became an exit
+    status on its way out (never a status that depends on where the interrupt landed); a command
+    that caught its KeyboardInterrupt goes on and exits 0."""
+    res = subprocess.run([sys.executable, "-c", _CTRL_C, how], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout) == (code, out), res.stderr[-3000:]
